@@ -1,0 +1,43 @@
+# Two commands a new user needs: `make demo` and `make test`. Each sets up what it needs first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit lock clean
+
+demo: $(STAMP)
+	$(BIN)/uis1 --help
+
+test: $(STAMP) lint typecheck unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+# The virtual environment, from the lock file; rebuilt when the lock or the project metadata change.
+$(STAMP): requirements/dev.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --no-input -r requirements/dev.lock
+	$(BIN)/python -m pip install --quiet --no-input --no-deps --no-build-isolation -e . \
+		|| $(BIN)/python -m pip install --quiet --no-input --no-deps -e .
+	touch $(STAMP)
+
+# Re-resolve the pins after editing pyproject.toml (needs pip-tools, which the dev lock has).
+# The CPU build of torch resolves as 2.13.0+cpu; the lock keeps the plain version so that it
+# installs from any index that has a 2.13.0 build.
+lock: $(STAMP)
+	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --allow-unsafe \
+		-c requirements/cpu.txt --extra local --extra train --extra dev -o requirements/dev.lock pyproject.toml
+	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --allow-unsafe \
+		-o requirements/core.lock pyproject.toml
+	sed -i -E 's/^(torch==[0-9.]+)\+cpu/\1/' requirements/dev.lock
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,359 @@
+"""A tiny, random-weight Qwen2.5-VL checkpoint built locally from config, for tests and the demo.
+
+The real architecture classes (``Qwen2_5_VLForConditionalGeneration``), a byte-level BPE tokenizer
+trained here on phone-agent text with the Qwen2.5-VL special tokens, the Qwen2-VL chat template
+and a Qwen2-VL image processor, saved as an ordinary checkpoint directory. Everything downstream
+(``agent.checkpoint``, vLLM, the trainer) loads it exactly as it loads UI-S1-7B; nothing needs a
+model hub.
+
+Deterministic: the same ``TinyModelSpec`` gives byte-identical files, so a directory can be cached
+under the spec's hash (``ensure_tiny_model``). Building takes a few seconds on a laptop CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.actions import ACTION_TYPES
+from agent.prompt import ANSWER_NOTE, FORMAT_REMINDER, SYSTEM_PROMPT
+
+# Qwen2.5-VL's special tokens, in the real tokenizer's relative order.
+SPECIAL_TOKENS = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+
+# The Qwen2-VL / Qwen2.5-VL chat template, as the released checkpoints ship it.
+CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}"
+    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}"
+    "{% set video_count.value = video_count.value + 1 %}"
+    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
+    "<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+# Qwen2's pre-tokenisation split.
+QWEN2_SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    """Shapes of the tiny model. The defaults give ~0.8 M parameters and a 3 MB checkpoint."""
+
+    seed: int = 0
+    bpe_vocab: int = 1000
+    model_vocab: int = 1088  # >= tokenizer size, a multiple of 64
+    hidden: int = 128
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 256
+    vision_depth: int = 2
+    vision_hidden: int = 64
+    vision_heads: int = 2
+    vision_intermediate: int = 128
+    # The processor's own defaults; callers normally override them with their ResizeSettings.
+    min_pixels: int = 4 * 28 * 28
+    max_pixels: int = 64 * 28 * 28
+    dtype: str = "float32"
+
+    def key(self) -> str:
+        blob = json.dumps({"format": 1, **asdict(self)}, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _corpus(seed: int) -> list[str]:
+    """Text the tokenizer learns its merges from: the prompt, responses and phone-screen words."""
+    rng = random.Random(seed)
+    apps = ["Settings", "Contacts", "Messages", "Clock", "Notes", "Browser", "Shop", "Files", "Camera"]
+    words = [
+        "turn",
+        "on",
+        "off",
+        "Wi-Fi",
+        "Bluetooth",
+        "brightness",
+        "dark",
+        "mode",
+        "alarm",
+        "reply",
+        "to",
+        "Anna",
+        "send",
+        "message",
+        "search",
+        "for",
+        "open",
+        "the",
+        "app",
+        "add",
+        "to",
+        "cart",
+        "checkout",
+        "name",
+        "address",
+        "save",
+        "delete",
+        "back",
+        "home",
+        "scroll",
+        "down",
+        "up",
+        "list",
+        "item",
+        "button",
+        "menu",
+        "settings",
+        "network",
+        "battery",
+        "display",
+        "sound",
+        "notification",
+        "contact",
+        "call",
+        "new",
+        "note",
+        "title",
+    ]
+    lines = [SYSTEM_PROMPT, FORMAT_REMINDER, ANSWER_NOTE]
+    for i in range(1500):
+        action = ACTION_TYPES[i % len(ACTION_TYPES)]
+        name = action.model_fields["action"].default
+        think = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
+        args = {
+            "coordinate": [rng.randint(0, 1092), rng.randint(0, 2408)],
+            "coordinate2": [rng.randint(0, 1092), rng.randint(0, 2408)],
+            "text": rng.choice(apps) if name == "open" else " ".join(rng.sample(words, 3)),
+            "time": rng.randint(1, 5),
+            "button": rng.choice(["Back", "Home", "Menu", "Enter"]),
+            "status": rng.choice(["success", "failure"]),
+        }
+        body = json.dumps({"action": name, **{a: args[a] for a in action.arguments}})
+        lines.append(f"<think>\n{think}\n</think>\n<action>\n{body}\n</action>")
+        lines.append(f"User Instruction: {rng.choice(words)} {rng.choice(apps)} {i}")
+    lines.append(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ abcdefghijklmnopqrstuvwxyz 0123456789 !?.,;:'\"()[]{}<>/\\|@#$%^&*-_=+~`"
+    )
+    return lines
+
+
+def _build_tokenizer(spec: TinyModelSpec, out: Path) -> Any:
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.bpe_vocab,
+        min_frequency=2,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(spec.seed), trainer=trainer)
+    tok.add_special_tokens(list(SPECIAL_TOKENS))
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        clean_up_tokenization_spaces=False,
+        model_max_length=32768,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+    _edit_json(
+        out / "tokenizer_config.json",
+        tokenizer_class="Qwen2Tokenizer",
+        errors="replace",
+        add_prefix_space=False,
+    )
+    return AutoTokenizer.from_pretrained(out)
+
+
+def _build_config(spec: TinyModelSpec, tokenizer: Any) -> Any:
+    from transformers import Qwen2_5_VLConfig
+
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    if len(tokenizer) > spec.model_vocab:
+        raise ValueError(f"tokenizer has {len(tokenizer)} tokens, more than model_vocab={spec.model_vocab}")
+    head_dim = spec.hidden // spec.heads
+    # M-RoPE splits the rotary half-dimensions between time, height and width.
+    half = head_dim // 2
+    mrope = [half // 4, (half - half // 4) // 2, half - half // 4 - (half - half // 4) // 2]
+    text = {
+        "vocab_size": spec.model_vocab,
+        "hidden_size": spec.hidden,
+        "intermediate_size": spec.intermediate,
+        "num_hidden_layers": spec.layers,
+        "num_attention_heads": spec.heads,
+        "num_key_value_heads": spec.kv_heads,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6,
+        "use_sliding_window": False,
+        "max_window_layers": spec.layers,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": mrope},
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+        "tie_word_embeddings": False,
+    }
+    vision = {
+        "depth": spec.vision_depth,
+        "hidden_size": spec.vision_hidden,
+        "intermediate_size": spec.vision_intermediate,
+        "num_heads": spec.vision_heads,
+        "in_channels": 3,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "window_size": 112,
+        "out_hidden_size": spec.hidden,
+        "fullatt_block_indexes": [spec.vision_depth - 1],
+        "tokens_per_second": 2,
+        "hidden_act": "silu",
+    }
+    config = Qwen2_5_VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+    )
+    config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    # Real checkpoints also carry the text fields at the top level, where older readers look.
+    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                "intermediate_size", "max_position_embeddings", "rms_norm_eps", "bos_token_id", "eos_token_id",
+                "pad_token_id"):  # fmt: skip
+        setattr(config, key, text[key])
+    config.dtype = spec.dtype
+    return config
+
+
+def _save_processor(spec: TinyModelSpec, tokenizer: Any, out: Path) -> None:
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    from agent.checkpoint import _image_only_processor_class
+
+    image_processor = Qwen2VLImageProcessorPil(
+        min_pixels=spec.min_pixels,
+        max_pixels=spec.max_pixels,
+        patch_size=14,
+        temporal_patch_size=2,
+        merge_size=2,
+    )
+    processor = _image_only_processor_class()(
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE
+    )
+    processor.save_pretrained(out)
+    # Written as the stock processor, so that hosts with torchvision (vLLM's) load it with
+    # AutoProcessor; ``agent.checkpoint.load_processor`` handles hosts without.
+    _edit_json(out / "processor_config.json", processor_class="Qwen2_5_VLProcessor")
+    _edit_json(
+        out / "tokenizer_config.json", tokenizer_class="Qwen2Tokenizer", drop=("is_local", "local_files_only")
+    )
+
+
+def _random_weights(model: Any, seed: int) -> None:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.dim() == 1 and ("norm" in name or "ln_q" in name):
+                param.fill_(1.0)  # RMSNorm scales
+            elif param.dim() == 1:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.02)
+            else:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.05)
+
+
+def build_tiny_model(out: Path, spec: TinyModelSpec | None = None) -> Path:
+    """Write a tiny Qwen2.5-VL checkpoint into ``out`` (created; must be empty or absent)."""
+    import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    spec = spec or TinyModelSpec()
+    out.mkdir(parents=True, exist_ok=True)
+    if any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty")
+    torch.manual_seed(spec.seed)
+    tokenizer = _build_tokenizer(spec, out)
+    config = _build_config(spec, tokenizer)
+    _save_processor(spec, tokenizer, out)
+    model = Qwen2_5_VLForConditionalGeneration(config)
+    _random_weights(model, spec.seed)
+    model = model.to(getattr(torch, spec.dtype))
+    model.generation_config.do_sample = False
+    model.generation_config.eos_token_id = config.text_config.eos_token_id
+    model.generation_config.pad_token_id = config.text_config.pad_token_id
+    model.save_pretrained(out)
+    (out / "tiny_model_spec.json").write_text(json.dumps(asdict(spec), indent=2, sort_keys=True) + "\n")
+    return out
+
+
+def ensure_tiny_model(cache_dir: Path, spec: TinyModelSpec | None = None) -> Path:
+    """The tiny model for ``spec`` under ``cache_dir``, built once (atomically) and then reused."""
+    spec = spec or TinyModelSpec()
+    target = cache_dir / f"tiny-qwen25vl-{spec.key()}"
+    if (target / "tiny_model_spec.json").is_file():
+        return target
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".building-", dir=cache_dir))
+    try:
+        build_tiny_model(staging / "model", spec)
+        try:
+            os.rename(staging / "model", target)
+        except OSError:
+            if not (target / "tiny_model_spec.json").is_file():  # not a concurrent builder's finished copy
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _edit_json(path: Path, drop: tuple[str, ...] = (), **updates: Any) -> None:
+    data = json.loads(path.read_text())
+    for key in drop:
+        data.pop(key, None)
+    data.update(updates)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True) + "\n")

@@ -1,0 +1,63 @@
+"""The ``uis1`` entry point, run as a user runs it (a subprocess of the installed script)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+
+UIS1 = shutil.which("uis1") or str(__import__("pathlib").Path(sys.executable).parent / "uis1")
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([UIS1, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_help_lists_the_package_commands() -> None:
+    result = run("--help")
+    assert result.returncode == 0, result.stderr
+    assert "version" in result.stdout
+    assert "agent" in result.stdout
+
+
+def test_version_prints_the_distribution_version() -> None:
+    result = run("version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"ui-s1 {version('ui-s1')}"
+
+
+def test_the_entry_point_does_not_import_torch() -> None:
+    code = (
+        "import sys; from agent.console import app; "
+        "sys.argv = ['uis1', 'agent', '--help']\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_agent_parse_reports_errors_with_a_nonzero_exit() -> None:
+    ok = subprocess.run(
+        [UIS1, "agent", "parse"], input='<action>{"action": "wait", "time": 2}</action>',
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert ok.returncode == 0
+    assert '"action": "wait"' in ok.stdout
+    bad = run("agent", "parse", "no action here")
+    assert bad.returncode == 1
+    assert "no_action_tag" in bad.stdout
+
+
+@pytest.mark.parametrize("content", ["{broken", '{"goal": "g", "steps": [{"screenshot": "a"}]}'])
+def test_agent_convert_rejects_a_corrupt_file_clearly(tmp_path, content: str) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content + "\n")
+    result = run("agent", "convert", str(path))
+    assert result.returncode == 2
+    assert f"{path}:1" in result.stderr
