@@ -34,7 +34,7 @@ $(STAMP): requirements/dev.lock pyproject.toml
 # installs from any index that has a 2.13.0 build.
 lock: $(STAMP)
 	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --allow-unsafe \
-		-c requirements/cpu.txt --extra local --extra train --extra dev -o requirements/dev.lock pyproject.toml
+		-c requirements/cpu.txt --extra local --extra train --extra u2 --extra dev -o requirements/dev.lock pyproject.toml
 	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --allow-unsafe \
 		-o requirements/core.lock pyproject.toml
 	sed -i -E 's/^(torch==[0-9.]+)\+cpu/\1/' requirements/dev.lock

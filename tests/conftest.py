@@ -32,3 +32,49 @@ def interchange_dir() -> Path:
             pytest.fail(f"interchange data not found at {path}")
         pytest.skip(f"interchange data not found at {path} (set UIS1_INTERCHANGE_DATA)")
     return path
+
+
+def _free_port() -> int:
+    import socket
+
+    from devices.sim.fleet import EMULATOR_PORTS
+
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in EMULATOR_PORTS:
+            return port
+
+
+@pytest.fixture(scope="session")
+def adb_server():  # type: ignore[no-untyped-def]
+    """The real adb server (the adbutils wheel's binary) on a private port, for the whole session."""
+    from devices.adb_server import AdbServer
+
+    server = AdbServer(port=_free_port()).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def fleet(adb_server):  # type: ignore[no-untyped-def]
+    from devices.sim.fleet import SimFleet
+
+    with SimFleet(adb_server) as fleet:
+        yield fleet
+
+
+@pytest.fixture
+def sim(fleet):  # type: ignore[no-untyped-def]
+    """A simulated phone attached to the real adb server, freshly reset for each test."""
+    if not fleet.devices:
+        fleet.add()
+    device = fleet.devices[0]
+    device.phone.faults.clear()
+    device.phone.reset()
+    device.phone.command_log.clear()
+    states = {d.serial: d.state for d in fleet.client().list()}
+    if states.get(device.serial) != "device":
+        fleet.attach(device)
+    return device

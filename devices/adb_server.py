@@ -1,0 +1,86 @@
+"""Starting and stopping a local adb server, and finding the ``adb`` binary.
+
+The adbutils wheel ships a current ``adb``; a system one (``apt install adb``) works as well.
+Servers on other hosts are not started here: point the pool at their ``host:port``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import adbutils
+
+DEFAULT_PORT = 5037
+
+
+def find_adb(explicit: str | None = None) -> str:
+    """The adb binary: ``explicit``, else the one in the adbutils wheel, else ``adb`` on PATH."""
+    if explicit:
+        return explicit
+    bundled = Path(adbutils.__file__).parent / "binaries" / "adb"
+    if bundled.is_file() and os.access(bundled, os.X_OK):
+        return str(bundled)
+    found = shutil.which("adb")
+    if found is None:
+        raise FileNotFoundError("no adb binary: install the adbutils wheel or `apt install adb`")
+    return found
+
+
+def server_answers(host: str, port: int, timeout: float = 2.0) -> bool:
+    """Whether an adb server answers ``host:version`` at ``host:port``.
+
+    Probed with a plain socket: adbutils, finding nothing there, would start a server of its own
+    on the default port, which is never what a caller asking about another server wants.
+    """
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(b"000chost:version")
+            return sock.recv(4) == b"OKAY"
+    except OSError:
+        return False
+
+
+class AdbServer:
+    """A local adb server on ``port`` (loopback only, as adb listens by default)."""
+
+    def __init__(self, port: int = DEFAULT_PORT, adb_path: str | None = None) -> None:
+        self.port = port
+        self.adb = find_adb(adb_path)
+
+    def _run(self, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self.adb, "-P", str(self.port), *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+
+    def client(self, socket_timeout: float = 10.0) -> adbutils.AdbClient:
+        return adbutils.AdbClient(host="127.0.0.1", port=self.port, socket_timeout=socket_timeout)
+
+    def is_running(self) -> bool:
+        return server_answers("127.0.0.1", self.port)
+
+    def start(self, timeout: float = 20.0) -> AdbServer:
+        """Start the server (a no-op if one already answers) and wait until it does."""
+        if self.is_running():
+            return self
+        result = self._run("start-server", timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.is_running():
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"adb server on port {self.port} did not start: {result.stderr.strip() or result.stdout.strip()}")
+
+    def stop(self) -> None:
+        if self.is_running():
+            self._run("kill-server", timeout=10)
+
+    def __enter__(self) -> AdbServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,101 @@
+"""``uis1 devices ...`` and ``uis1 sim ...``: list and connect phones, run simulated ones."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="Android devices on adb servers: list, connect, disconnect.", no_args_is_help=True,
+                  add_completion=False)  # fmt: skip
+# `uis1 sim ...` (its own entry point, so the simulator is one word away).
+sim_app = typer.Typer(help="Simulated phones behind a real adb server.", no_args_is_help=True, add_completion=False)
+
+
+@sim_app.callback()
+def _sim() -> None:
+    # A callback keeps typer from collapsing a one-command group into that command.
+    pass
+
+
+def _pool(servers: list[str]):  # type: ignore[no-untyped-def]
+    from devices.pool import DevicePool, PoolSettings
+
+    return DevicePool(PoolSettings(servers=servers))
+
+
+@app.command("list")
+def list_devices(
+    server: Annotated[list[str] | None, typer.Option("--server", "-s", help="adb server host:port (repeatable).")] = None,
+) -> None:
+    """List the devices every adb server knows, with their states."""
+    pool = _pool(server or ["127.0.0.1:5037"])
+    asyncio.run(pool.refresh())
+    for address in sorted(pool.unreachable):
+        typer.echo(f"error: no adb server answers at {address} (start one with `adb start-server`)", err=True)
+    if pool.unreachable and len(pool.unreachable) == len(pool.settings.servers):
+        raise typer.Exit(1)
+    if not pool.devices:
+        typer.echo("no devices (connect one with `uis1 devices connect HOST:PORT`, or start `uis1 sim start`)")
+        return
+    typer.echo(f"{'SERIAL':<24} {'STATE':<14} {'MODEL':<20} SERVER")
+    for device in sorted(pool.devices.values(), key=lambda d: d.serial):
+        typer.echo(f"{device.serial:<24} {device.state.value:<14} {device.model:<20} {device.server}")
+
+
+@app.command("connect")
+def connect(
+    address: Annotated[str, typer.Argument(help="The device's host:port (wireless debugging, a remote emulator).")],
+    server: Annotated[str, typer.Option("--server", "-s", help="adb server host:port.")] = "127.0.0.1:5037",
+) -> None:
+    """Attach a network device to an adb server (``adb connect``)."""
+    from devices.base import DeviceGone
+
+    pool = _pool([server])
+    try:
+        device = asyncio.run(pool.connect(address))
+    except DeviceGone as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"{device.serial} {device.state.value} {device.model}")
+
+
+@app.command("disconnect")
+def disconnect(
+    address: Annotated[str, typer.Argument(help="The device's host:port.")],
+    server: Annotated[str, typer.Option("--server", "-s", help="adb server host:port.")] = "127.0.0.1:5037",
+) -> None:
+    """Detach a network device from its adb server."""
+    asyncio.run(_pool([server]).disconnect(address))
+    typer.echo(f"disconnected {address}")
+
+
+@sim_app.command("start")
+def sim_start(
+    count: Annotated[int, typer.Option("--count", "-n", min=1, max=32, help="How many phones.")] = 1,
+    port: Annotated[int, typer.Option(help="Port of the local adb server to attach them to (started if needed).")] = 5037,
+    width: Annotated[int, typer.Option(help="Screen width in pixels.")] = 1080,
+    height: Annotated[int, typer.Option(help="Screen height in pixels.")] = 2400,
+) -> None:
+    """Start simulated phones, print their serials, and run until Ctrl-C."""
+    from devices.adb_server import AdbServer
+    from devices.sim.fleet import SimFleet
+
+    server = AdbServer(port=port)
+    started_here = not server.is_running()
+    server.start()
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with SimFleet(server) as fleet:
+        for _ in range(count):
+            device = fleet.add(width=width, height=height)
+            typer.echo(device.serial)
+        typer.echo(f"{count} simulated phone(s) on the adb server at 127.0.0.1:{port}; Ctrl-C stops them", err=True)
+        stop.wait()
+    if started_here:
+        server.stop()
+    typer.echo("stopped", err=True)

@@ -1,0 +1,48 @@
+"""The home screen: a grid of app icons, and the app drawer (swipe up, or the Apps row)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from devices.sim.apps.base import App
+from devices.sim.screen import Screen
+from devices.sim.ui import View
+
+
+class Launcher(App):
+    package = "com.android.launcher3"
+    label = "Launcher"
+    activities: ClassVar[dict[str, str]] = {"main": ".Launcher", "AllApps": ".AllApps"}
+
+    def _apps(self) -> list[App]:
+        return sorted((a for a in self.phone.apps.values() if a is not self), key=lambda a: a.label)
+
+    def page_main(self, screen: Screen) -> None:
+        apps = self._apps()
+        cols, cell_w = 4, screen.width // 4
+        cell_h = screen.px(300)
+        top = screen.top + screen.px(200)
+        screen.root.add(View("text", (0, screen.top, screen.width, top), text="Home", size=screen.px(56),
+                             align="center", ink=self.phone.theme.ink, rid=f"{self.package}:id/workspace_title"))  # fmt: skip
+        for i, app in enumerate(apps):
+            r, c = divmod(i, cols)
+            left, y = c * cell_w, top + r * cell_h
+            screen.root.add(
+                View("icon", (left + screen.px(40), y, left + cell_w - screen.px(40), y + cell_w - screen.px(80)),
+                     desc=app.label, glyph=app.glyph, fill=app.color, on_tap=lambda a=app: self.phone.start(a.package),
+                     rid=f"{self.package}:id/icon"),
+                View("text", (left, y + cell_w - screen.px(80), left + cell_w, y + cell_w - screen.px(10)),
+                     text=app.label, size=screen.px(36), align="center", ink=self.phone.theme.ink,
+                     on_tap=lambda a=app: self.phone.start(a.package)),
+            )  # fmt: skip
+
+    def page_AllApps(self, screen: Screen) -> None:  # noqa: N802 - the activity's name
+        apps = self._apps()
+        screen.title("All apps", back=self.up)
+
+        def item(i: int, y: int, parent: View) -> None:
+            app = apps[i]
+            screen.row(app.label, on_tap=lambda: self.phone.start(app.package), parent=parent, y=y,
+                       rid="app_name", desc=app.package)  # fmt: skip
+
+        screen.scroll_list("apps", len(apps), item)

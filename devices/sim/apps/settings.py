@@ -1,0 +1,125 @@
+"""Settings: Wi-Fi and airplane mode, Bluetooth, brightness and dark theme, About phone."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from devices.sim.apps.base import App
+from devices.sim.screen import Screen
+from devices.sim.ui import View
+
+NETWORKS = ("HomeNet", "HomeNet 5G", "CoffeeShop", "Office-Guest")
+BLUETOOTH_DEVICES = ("Pixel Buds", "Car Audio", "JBL Flip")
+
+
+class Settings(App):
+    package = "com.android.settings"
+    label = "Settings"
+    glyph = "⚙"
+    color = "#5f6368"
+    activities: ClassVar[dict[str, str]] = {
+        "main": ".Settings",
+        "network": ".Settings$NetworkDashboardActivity",
+        "wifi": ".Settings$WifiSettingsActivity",
+        "bluetooth": ".Settings$ConnectedDeviceDashboardActivity",
+        "display": ".Settings$DisplaySettingsActivity",
+        "about": ".Settings$MyDeviceInfoActivity",
+    }
+
+    def reset(self) -> None:
+        super().reset()
+        self.paired: list[str] = []
+
+    def page_main(self, screen: Screen) -> None:
+        screen.title("Settings")
+        s = self.phone.settings
+        screen.row("Network & internet", on_tap=lambda: self.go("network"), rid="network")
+        screen.row("Connected devices", on_tap=lambda: self.go("bluetooth"), rid="connected_devices")
+        screen.row("Display", on_tap=lambda: self.go("display"), rid="display")
+        screen.row("About phone", on_tap=lambda: self.go("about"), rid="about")
+        screen.text(f"Wi-Fi {'on' if s.wifi else 'off'} · Bluetooth {'on' if s.bluetooth else 'off'}", size=36,
+                    ink="#5f6368")  # fmt: skip
+
+    def page_network(self, screen: Screen) -> None:
+        s = self.phone.settings
+        screen.title("Network & internet", back=self.up)
+        screen.row("Internet", on_tap=lambda: self.go("wifi"), rid="internet")
+        screen.row("Wi-Fi", switch=s.wifi, on_tap=self._toggle_wifi, rid="wifi_switch")
+        screen.row("Airplane mode", switch=s.airplane, on_tap=self._toggle_airplane, rid="airplane_switch")
+
+    def page_wifi(self, screen: Screen) -> None:
+        s = self.phone.settings
+        screen.title("Internet", back=self.up)
+        screen.row("Wi-Fi", switch=s.wifi, on_tap=self._toggle_wifi, rid="wifi_switch")
+        if not s.wifi:
+            screen.text("Turn on Wi-Fi to see available networks", size=36, ink="#5f6368")
+            return
+
+        def item(i: int, y: int, parent: View) -> None:
+            name = NETWORKS[i]
+            label = f"{name}  (Connected)" if name == s.wifi_network else name
+            screen.row(label, on_tap=lambda: self._join(name), parent=parent, y=y, rid="network_name", desc=name)
+
+        screen.scroll_list("networks", len(NETWORKS), item)
+
+    def page_bluetooth(self, screen: Screen) -> None:
+        s = self.phone.settings
+        screen.title("Connected devices", back=self.up)
+        screen.row("Bluetooth", switch=s.bluetooth, on_tap=self._toggle_bluetooth, rid="bluetooth_switch")
+        if s.bluetooth:
+            for name in BLUETOOTH_DEVICES:
+                label = f"{name}  (Paired)" if name in self.paired else name
+                screen.row(label, on_tap=lambda n=name: self._pair(n), rid="device_name", desc=name)
+
+    def page_display(self, screen: Screen) -> None:
+        s = self.phone.settings
+        screen.title("Display", back=self.up)
+        screen.text(f"Brightness level: {round(s.brightness * 100 / 255)}%", size=44, rid="brightness_label")
+        slider = View("slider", (0, screen.y, screen.width, screen.y + screen.px(140)), text=str(s.brightness),
+                      rid=f"{self.package}:id/brightness_slider", desc="Brightness",
+                      on_tap_at=lambda x, y: self.set_brightness_at(x))  # fmt: skip
+        slider.on_scroll = lambda dy, dx: self._nudge_brightness(dx)
+        screen.root.add(slider)
+        screen.y += screen.px(140)
+        screen.row("Dark theme", switch=s.dark_mode, on_tap=self._toggle_dark, rid="dark_theme_switch")
+
+    def set_brightness_at(self, x: int) -> None:
+        """A tap on the slider at ``x`` sets the level, as a SeekBar does."""
+        margin = round(40 * self.phone.width / 1080)
+        span = self.phone.width - 2 * margin
+        self.phone.settings.brightness = max(0, min(255, round((x - margin) * 255 / span)))
+
+    def page_about(self, screen: Screen) -> None:
+        screen.title("About phone", back=self.up)
+        screen.row(f"Device name  {self.phone.model}", rid="device_name")
+        screen.row("Android version  14", rid="android_version")
+        screen.row(f"Serial number  {self.phone.serial}", rid="serial")
+
+    def _toggle_wifi(self) -> None:
+        s = self.phone.settings
+        s.wifi = not s.wifi
+        if s.wifi:
+            s.airplane = False
+
+    def _toggle_airplane(self) -> None:
+        s = self.phone.settings
+        s.airplane = not s.airplane
+        if s.airplane:
+            s.wifi = s.bluetooth = False
+
+    def _toggle_bluetooth(self) -> None:
+        self.phone.settings.bluetooth = not self.phone.settings.bluetooth
+
+    def _toggle_dark(self) -> None:
+        self.phone.settings.dark_mode = not self.phone.settings.dark_mode
+
+    def _join(self, name: str) -> None:
+        self.phone.settings.wifi_network = name
+
+    def _pair(self, name: str) -> None:
+        if name not in self.paired:
+            self.paired.append(name)
+
+    def _nudge_brightness(self, dx: int) -> None:
+        s = self.phone.settings
+        s.brightness = max(0, min(255, s.brightness + round(dx * 255 / self.phone.width)))

@@ -1,0 +1,365 @@
+"""The simulated phone: apps, system state, input handling, screenshots and the UI hierarchy.
+
+``SimPhone`` is the device model behind the fake adbd. It knows nothing of adb: the shell
+interpreter (``devices.sim.shell``) turns ``input tap 10 20`` into ``phone.tap(10, 20)``. All state
+changes go through one lock, since adb streams are served concurrently.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from devices.sim import render
+from devices.sim.apps import APP_CLASSES, App
+from devices.sim.faults import Faults
+from devices.sim.screen import Dialog, Screen, TextField
+from devices.sim.ui import View, hierarchy_xml, hit
+
+KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+ADB_KEYBOARD_IME = "com.android.adbkeyboard/.AdbIME"
+U2_IME = "com.github.uiautomator/.AdbKeyboard"
+LATIN_IME = "com.android.inputmethod.latin/.LatinIME"
+
+# Android key codes the phone reacts to.
+KEY_HOME, KEY_BACK, KEY_MENU, KEY_ENTER, KEY_DEL, KEY_SPACE, KEY_TAB = 3, 4, 82, 66, 67, 62, 61
+KEY_WAKEUP, KEY_SLEEP, KEY_POWER, KEY_APP_SWITCH, KEY_PASTE = 224, 223, 26, 187, 279
+
+
+@dataclass(frozen=True)
+class Theme:
+    background: str
+    bar: str
+    ink: str
+
+
+LIGHT = Theme(background="#ffffff", bar="#f1f3f4", ink="#202124")
+DARK = Theme(background="#202124", bar="#303134", ink="#e8eaed")
+
+
+@dataclass
+class SystemSettings:
+    wifi: bool = False
+    bluetooth: bool = False
+    airplane: bool = False
+    dark_mode: bool = False
+    brightness: int = 128  # 0-255, as Settings.System.SCREEN_BRIGHTNESS
+    wifi_network: str = "HomeNet"
+
+
+@dataclass
+class FileEntry:
+    data: bytes
+    mode: int = 0o100644
+    mtime: int = field(default_factory=lambda: int(time.time()))
+
+
+class SimPhone:
+    """One simulated Android phone. Sizes are pixels; default is a 1080x2400 Pixel-class screen."""
+
+    def __init__(
+        self,
+        serial: str,
+        *,
+        width: int = 1080,
+        height: int = 2400,
+        model: str = "Pixel 8",
+        unicode_ime: bool = True,
+    ) -> None:
+        self.serial = serial
+        self.width = width
+        self.height = height
+        self.model = model
+        self.lock = threading.RLock()
+        self.faults = Faults()
+        self.settings = SystemSettings()
+        self.screen_on = True
+        self.rotation = 0
+        self.clipboard = ""
+        # Input methods: the stock keyboard, plus ADBKeyBoard when ``unicode_ime`` (as a user who
+        # followed the README would have it installed).
+        self.imes = [LATIN_IME] + ([ADB_KEYBOARD_IME] if unicode_ime else [])
+        self.enabled_imes = list(self.imes)
+        self.ime = LATIN_IME
+        self.files: dict[str, FileEntry] = {}
+        self.command_log: list[str] = []
+        self.u2_running = False
+        self.scroll_offsets: dict[str, dict[str, int]] = {}
+        self.focused: TextField | None = None
+        self.dialog: Dialog | None = None
+        self.apps: dict[str, App] = {}
+        for app_class in APP_CLASSES:
+            app = app_class(self)
+            self.apps[app.package] = app
+        self.launcher = self.apps["com.android.launcher3"]
+        self.stack: list[App] = [self.launcher]
+        self.listeners: list[Callable[[str], None]] = []
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def theme(self) -> Theme:
+        return DARK if self.settings.dark_mode else LIGHT
+
+    @property
+    def foreground(self) -> App:
+        return self.stack[-1]
+
+    def app(self, package: str) -> App:
+        return self.apps[package]
+
+    def app_by_label(self, label: str) -> App | None:
+        for app in self.apps.values():
+            if app.label.lower() == label.strip().lower():
+                return app
+        return None
+
+    def reset(self) -> None:
+        """Back to a freshly booted phone: default settings, every app's data reset, home screen."""
+        with self.lock:
+            self.settings = SystemSettings()
+            self.clipboard = ""
+            self.scroll_offsets.clear()
+            self.focused = None
+            self.dialog = None
+            for app in self.apps.values():
+                app.reset()
+            self.stack = [self.launcher]
+            self.screen_on = True
+
+    def _changed(self, what: str) -> None:
+        for listener in list(self.listeners):
+            listener(what)
+
+    # -- navigation ----------------------------------------------------------------------------
+    def start(self, package: str, activity: str | None = None) -> None:
+        with self.lock:
+            app = self.apps.get(package)
+            if app is None:
+                raise KeyError(package)
+            self.focused = None
+            self.dialog = None
+            if app is self.launcher:
+                self.stack = [self.launcher]
+            else:
+                self.stack = [s for s in self.stack if s is not app] + [app]
+                if activity:
+                    app.open_activity(activity)
+            self._changed(f"start {package}")
+
+    def home(self) -> None:
+        with self.lock:
+            self.focused = None
+            self.dialog = None
+            self.stack = [self.launcher]
+            self.launcher.reset_view()
+            self._changed("home")
+
+    def back(self) -> None:
+        with self.lock:
+            if self.focused is not None:  # the first Back hides the keyboard
+                self.focused = None
+            elif self.dialog is not None:
+                self.dialog = None
+            elif not self.foreground.back() and len(self.stack) > 1:
+                self.stack.pop()
+            self._changed("back")
+
+    def focus(self, field: TextField | None) -> None:
+        self.focused = field
+
+    # -- input ---------------------------------------------------------------------------------
+    def tap(self, x: int, y: int) -> None:
+        with self.lock:
+            if not self.screen_on:
+                return
+            view = hit(self.view(), x, y)
+            if view is not None:
+                if view.kind not in ("edit", "key") and self.focused is not None and not self._on_keyboard(y):
+                    self.focused = None
+                if view.on_tap_at is not None:
+                    view.on_tap_at(x, y)
+                elif view.on_tap is not None:
+                    view.on_tap()
+            elif self.focused is not None and not self._on_keyboard(y):
+                self.focused = None
+            self._changed("tap")
+
+    def long_press(self, x: int, y: int) -> None:
+        with self.lock:
+            view = hit(self.view(), x, y, want="long")
+            if view is not None:
+                if view.on_long_press is not None:
+                    view.on_long_press()
+                elif view.on_tap_at is not None:
+                    view.on_tap_at(x, y)
+                elif view.on_tap is not None:
+                    view.on_tap()
+            self._changed("long_press")
+
+    def swipe(self, x1: int, y1: int, x2: int, y2: int, duration_ms: int) -> None:
+        with self.lock:
+            if not self.screen_on:
+                return
+            if abs(x2 - x1) < 20 and abs(y2 - y1) < 20:  # a swipe that does not move is a press
+                if duration_ms >= 500:
+                    self.long_press(x1, y1)
+                else:
+                    self.tap(x1, y1)
+                return
+            view = hit(self.view(), x1, y1, want="scroll")
+            if view is not None and view.on_scroll is not None:
+                view.on_scroll(y2 - y1, x2 - x1)
+            elif self.foreground is self.launcher and y2 - y1 < -self.height // 6:
+                self.launcher.open_activity(".AllApps")
+            self._changed("swipe")
+
+    def type_text(self, text: str) -> None:
+        with self.lock:
+            field = self.focused
+            if field is None:
+                return
+            field.value = (field.value + text)[: field.max_length]
+            self._changed("text")
+
+    def keyevent(self, code: int) -> None:
+        with self.lock:
+            if code in (KEY_WAKEUP, KEY_SLEEP, KEY_POWER):
+                self.screen_on = code == KEY_WAKEUP or (code == KEY_POWER and not self.screen_on)
+            elif not self.screen_on:
+                return
+            elif code == KEY_HOME:
+                self.home()
+            elif code == KEY_BACK:
+                self.back()
+            elif code == KEY_DEL and self.focused is not None:
+                self.focused.value = self.focused.value[:-1]
+            elif code == KEY_ENTER and self.focused is not None:
+                field = self.focused
+                if field.on_submit is not None:
+                    field.on_submit()
+                    # A chat box keeps focus after sending; a search box that led elsewhere does not.
+                    if not any(v.text_field is field for v in self.view().walk()):
+                        self.focused = None
+            elif code == KEY_SPACE:
+                self.type_text(" ")
+            elif code == KEY_PASTE:
+                self.type_text(self.clipboard)
+            elif code == KEY_MENU:
+                self.foreground.menu()
+            self._changed(f"key {code}")
+
+    # -- output --------------------------------------------------------------------------------
+    def _on_keyboard(self, y: int) -> bool:
+        return self.focused is not None and self._keyboard_top() <= y < self._nav_top()
+
+    def _status_height(self) -> int:
+        return round(96 * self.width / 1080)
+
+    def _nav_top(self) -> int:
+        return self.height - round(144 * self.width / 1080)
+
+    def _keyboard_top(self) -> int:
+        return self._nav_top() - round(760 * self.width / 1080)
+
+    def view(self) -> View:
+        """The whole screen as a view tree: status bar, app, dialog, keyboard, navigation bar."""
+        with self.lock:
+            w, h = self.width, self.height
+            theme = self.theme
+            root = View("frame", (0, 0, w, h), fill=theme.background)
+            status = View("frame", (0, 0, w, self._status_height()), rid="com.android.systemui:id/status_bar",
+                          fill=theme.bar)  # fmt: skip
+            clock = time.strftime("%H:%M")
+            status.add(View("text", status.bounds, text=clock, size=round(40 * w / 1080), ink=theme.ink,
+                            rid="com.android.systemui:id/clock"))  # fmt: skip
+            icons = " ".join(t for t, on in (("Wi-Fi", self.settings.wifi), ("BT", self.settings.bluetooth),
+                                             ("✈", self.settings.airplane)) if on)  # fmt: skip
+            status.add(View("text", status.bounds, text=icons, size=round(36 * w / 1080), align="right", ink=theme.ink))
+            root.add(status)
+            bottom = self._keyboard_top() if self.focused is not None else self._nav_top()
+            screen = Screen(self, self.foreground.package, self._status_height(), bottom)
+            self.foreground.build(screen)
+            root.add(screen.root)
+            dialog = self.dialog or screen.dialog
+            if dialog is not None:
+                root.add(self._dialog_view(dialog))
+            if self.focused is not None:
+                root.add(self._keyboard_view())
+            root.add(self._nav_view())
+            return root
+
+    def _dialog_view(self, dialog: Dialog) -> View:
+        w, h = self.width, self.height
+        s = w / 1080
+        scrim = View("frame", (0, self._status_height(), w, self._nav_top()), fill="#5f6368")
+        panel = View("frame", (round(80 * s), h // 2 - round(360 * s), w - round(80 * s), h // 2 + round(360 * s)),
+                     fill=self.theme.background, rid="android:id/parentPanel")  # fmt: skip
+        left, top, right, _ = panel.bounds
+        panel.add(View("text", (left, top + round(40 * s), right, top + round(160 * s)), text=dialog.title,
+                       size=round(56 * s), rid="android:id/alertTitle", ink=self.theme.ink))  # fmt: skip
+        panel.add(View("text", (left, top + round(180 * s), right, top + round(400 * s)), text=dialog.message,
+                       size=round(42 * s), rid="android:id/message", ink=self.theme.ink))  # fmt: skip
+        count = max(1, len(dialog.buttons))
+        width = (right - left) // count
+        for i, (label, handler) in enumerate(dialog.buttons):
+
+            def press(handler: Callable[[], None] = handler) -> None:
+                self.dialog = None
+                handler()
+
+            panel.add(View("button", (left + i * width, top + round(520 * s), left + (i + 1) * width,
+                                      top + round(680 * s)), text=label, on_tap=press, align="center",
+                           size=round(46 * s), rid=f"android:id/button{i + 1}"))  # fmt: skip
+        scrim.add(panel)
+        return scrim
+
+    def _keyboard_view(self) -> View:
+        w = self.width
+        top, bottom = self._keyboard_top(), self._nav_top()
+        pkg = "com.android.inputmethod.latin"
+        board = View("keyboard", (0, top, w, bottom), fill="#e8eaed", rid=f"{pkg}:id/keyboard_view")
+        row_h = (bottom - top) // 4
+        for r, letters in enumerate(KEYBOARD_ROWS):
+            key_w = w // 10
+            x0 = (w - key_w * len(letters)) // 2
+            for i, ch in enumerate(letters):
+                board.add(View("key", (x0 + i * key_w, top + r * row_h, x0 + (i + 1) * key_w, top + (r + 1) * row_h),
+                               text=ch, desc=ch, align="center", size=round(52 * w / 1080),
+                               on_tap=lambda ch=ch: self.type_text(ch)))  # fmt: skip
+        y = top + 3 * row_h
+        board.add(View("key", (0, y - row_h, w // 10 + w // 20, y), text="⌫", desc="Delete", align="center",
+                       on_tap=lambda: self.keyevent(KEY_DEL)))  # fmt: skip
+        board.add(View("key", (w // 5, y, w * 4 // 5, bottom), text="space", desc="Space", align="center",
+                       on_tap=lambda: self.type_text(" ")))  # fmt: skip
+        board.add(View("key", (w * 4 // 5, y, w, bottom), text="⏎", desc="Enter", align="center",
+                       on_tap=lambda: self.keyevent(KEY_ENTER)))  # fmt: skip
+        return board
+
+    def _nav_view(self) -> View:
+        w = self.width
+        top = self._nav_top()
+        nav = View("frame", (0, top, w, self.height), fill="#000000", rid="com.android.systemui:id/navigation_bar")
+        third = w // 3
+        for i, (glyph, desc, code) in enumerate((("◁", "Back", KEY_BACK), ("○", "Home", KEY_HOME),
+                                                 ("□", "Overview", KEY_APP_SWITCH))):  # fmt: skip
+            nav.add(View("key", (i * third, top, (i + 1) * third, self.height), text=glyph, desc=desc, align="center",
+                         fill="#000000", ink="#ffffff", size=round(56 * w / 1080), rid=f"com.android.systemui:id/{desc.lower()}",
+                         on_tap=lambda code=code: self.keyevent(code)))  # fmt: skip
+        return nav
+
+    def screenshot_png(self) -> bytes:
+        with self.lock:
+            if not self.screen_on or self.foreground.secure or self.faults.black_frames:
+                return render.render_png(View("frame", (0, 0, self.width, self.height)), (self.width, self.height),
+                                         background="#000000")  # fmt: skip
+            return render.render_png(self.view(), (self.width, self.height), background=self.theme.background)
+
+    def hierarchy(self) -> str:
+        with self.lock:
+            return hierarchy_xml(self.view(), self.foreground.package, rotation=self.rotation)
+
+    def current_activity(self) -> str:
+        app = self.foreground
+        return f"{app.package}/{app.activity}"

@@ -1,0 +1,138 @@
+"""Drawing a view tree with Pillow: legible text, simple icons, switches, text fields, a keyboard.
+
+Looks are deliberately plain (flat Material-like colours, Pillow's bundled scalable font) but at a
+real phone's resolution, so a vision model sees text of realistic size in realistic places.
+"""
+
+from __future__ import annotations
+
+import io
+from functools import cache
+
+from PIL import Image, ImageDraw, ImageFont
+
+from devices.sim.ui import View
+
+ACCENT = "#1a73e8"
+
+
+# DejaVu (Debian's fonts-dejavu-core) has the symbols the apps use as icons; Pillow's bundled
+# font is the fallback and draws them as boxes.
+FONT_FILES = ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+
+
+@cache
+def font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    for name in FONT_FILES:
+        try:
+            return ImageFont.truetype(name, size)
+        except OSError:
+            continue
+    return ImageFont.load_default(size)
+
+
+def _fit(draw: ImageDraw.ImageDraw, text: str, size: int, width: int) -> str:
+    """Cut text with an ellipsis so it fits ``width`` pixels."""
+    if width <= 0 or draw.textlength(text, font=font(size)) <= width:
+        return text
+    while text and draw.textlength(text + "…", font=font(size)) > width:
+        text = text[:-1]
+    return text + "…"
+
+
+def _draw_text(draw: ImageDraw.ImageDraw, view: View, text: str, ink: str, inset: int = 24) -> None:
+    left, top, right, bottom = view.bounds
+    f = font(view.size)
+    text = _fit(draw, text, view.size, right - left - 2 * inset)
+    width = draw.textlength(text, font=f)
+    if view.align == "center":
+        x = left + (right - left - width) / 2
+    elif view.align == "right":
+        x = right - inset - width
+    else:
+        x = left + inset
+    y = top + (bottom - top - view.size) / 2
+    draw.text((x, y), text, fill=ink, font=f)
+
+
+def _draw_switch(draw: ImageDraw.ImageDraw, view: View) -> None:
+    _, top, right, bottom = view.bounds
+    cy = (top + bottom) // 2
+    track = (right - 150, cy - 24, right - 40, cy + 24)
+    on = bool(view.checked)
+    draw.rounded_rectangle(track, radius=24, fill="#8ab4f8" if on else "#bdc1c6")
+    knob_x = track[2] - 24 if on else track[0] + 24
+    draw.ellipse((knob_x - 30, cy - 30, knob_x + 30, cy + 30), fill=ACCENT if on else "#f1f3f4", outline="#9aa0a6")
+
+
+def _draw_icon(draw: ImageDraw.ImageDraw, view: View) -> None:
+    left, top, right, bottom = view.bounds
+    side = min(right - left, bottom - top) - 16
+    cx, cy = (left + right) // 2, (top + bottom) // 2
+    box = (cx - side // 2, cy - side // 2, cx + side // 2, cy + side // 2)
+    draw.rounded_rectangle(box, radius=side // 4, fill=view.fill or ACCENT)
+    glyph = view.glyph or (view.text[:1] or view.desc[:1]).upper()
+    f = font(max(side // 2, 12))
+    width = draw.textlength(glyph, font=f)
+    draw.text((cx - width / 2, cy - side / 4 - 4), glyph, fill="white", font=f)
+
+
+def draw_view(draw: ImageDraw.ImageDraw, view: View) -> None:
+    left, top, right, bottom = view.bounds
+    kind = view.kind
+    if kind == "icon":
+        _draw_icon(draw, view)
+    elif kind in ("button", "key"):
+        fill = view.fill or (ACCENT if kind == "button" else "#ffffff")
+        draw.rounded_rectangle((left + 6, top + 6, right - 6, bottom - 6), radius=20, fill=fill, outline="#dadce0")
+        ink = "white" if kind == "button" and view.fill is None else view.ink
+        _draw_text(draw, view, view.text or view.glyph, ink, inset=12)
+    elif kind == "edit":
+        draw.rounded_rectangle(
+            (left + 16, top + 8, right - 16, bottom - 8),
+            radius=12,
+            fill=view.fill or "#ffffff",
+            outline=ACCENT if view.focused else "#9aa0a6",
+            width=4 if view.focused else 2,
+        )
+        shown = "•" * len(view.text) if view.password else view.text
+        if shown:
+            _draw_text(draw, view, shown + ("|" if view.focused else ""), view.ink, inset=40)
+        else:
+            _draw_text(draw, view, view.hint or ("|" if view.focused else ""), "#80868b", inset=40)
+    else:
+        if view.fill:
+            draw.rectangle((left, top, right - 1, bottom - 1), fill=view.fill)
+        if view.selected:
+            draw.rectangle((left, top, right - 1, bottom - 1), fill="#e8f0fe")
+        if kind == "slider":
+            cy = (top + bottom) // 2
+            value = int(view.text or 0)
+            x = left + 40 + (right - left - 80) * value // 255
+            draw.line((left + 40, cy, right - 40, cy), fill="#bdc1c6", width=10)
+            draw.line((left + 40, cy, x, cy), fill=ACCENT, width=10)
+            draw.ellipse((x - 24, cy - 24, x + 24, cy + 24), fill=ACCENT)
+        elif view.text:
+            _draw_text(draw, view, view.text, view.ink, inset=48 if kind in ("row", "switch", "checkbox") else 24)
+        if view.checked is not None and kind in ("switch", "checkbox"):
+            if kind == "switch":
+                _draw_switch(draw, view)
+            else:
+                cy = (top + bottom) // 2
+                box = (right - 110, cy - 30, right - 50, cy + 30)
+                draw.rounded_rectangle(box, radius=8, outline=ACCENT, width=5, fill=ACCENT if view.checked else None)
+    for child in view.children:
+        draw_view(draw, child)
+
+
+def render(root: View, size: tuple[int, int], background: str = "#ffffff") -> Image.Image:
+    image = Image.new("RGB", size, background)
+    draw_view(ImageDraw.Draw(image), root)
+    return image
+
+
+def render_png(root: View, size: tuple[int, int], background: str = "#ffffff") -> bytes:
+    buf = io.BytesIO()
+    # Fast zlib level: screenshots are taken every step, and level 1 is ~5x faster than 6.
+    render(root, size, background).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()

@@ -1,0 +1,174 @@
+"""The production driver against a simulated phone behind the real adb server."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import pytest
+from PIL import Image
+
+from devices.adb import AdbDriver, DriverSettings
+from devices.base import AppNotFound, Button, Device, DeviceError, DeviceGone, DeviceTimeout, TextInputUnsupported
+from devices.sim.phone import ADB_KEYBOARD_IME, LATIN_IME
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def driver(sim, fleet):  # type: ignore[no-untyped-def]
+    return AdbDriver(fleet.client(), sim.serial, DriverSettings(use_uiautomator2=False, command_timeout=5))
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+def _focus_compose(sim) -> None:  # type: ignore[no-untyped-def]
+    messages = sim.phone.app("com.google.android.apps.messaging")
+    messages.open_thread("Anna Schmidt")
+    sim.phone.start(messages.package)
+    sim.phone.focus(messages.compose)
+
+
+def test_the_driver_is_a_device(driver) -> None:  # type: ignore[no-untyped-def]
+    assert isinstance(driver, Device)
+
+
+def test_screenshot_is_a_png_of_the_screen_size(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    capture = run(driver.screenshot())
+    image = Image.open(io.BytesIO(capture.png))
+    assert (capture.width, capture.height) == image.size == (1080, 2400)
+    assert not capture.black
+    assert run(driver.screen_size()) == (1080, 2400)
+
+
+def test_tap_opens_the_app_under_the_finger(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    from devices.sim.ui import find
+
+    icon = find(sim.phone.view(), desc="Settings")
+    assert icon is not None
+    run(driver.tap(*icon.center))
+    assert sim.phone.foreground.package == "com.android.settings"
+    assert run(driver.foreground_app()) == "com.android.settings"
+    run(driver.press(Button.BACK))
+    assert sim.phone.foreground.package == "com.android.launcher3"
+
+
+def test_swipe_scrolls_and_long_press_opens_a_dialog(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.phone.start("com.android.contacts")
+    first_visible = lambda: [v.text for v in sim.phone.view().walk() if v.rid.endswith("contact_name")][0]  # noqa: E731
+    before = first_visible()
+    run(driver.swipe(540, 1800, 540, 600, 0.3))
+    assert first_visible() != before
+    sim.phone.start("com.google.android.deskclock")
+    run(driver.long_press(540, 96 + 168 + 84, 1.0))
+    assert sim.phone.dialog is not None
+    assert sim.phone.dialog.title == "Delete alarm?"
+
+
+@pytest.mark.parametrize("text", ["Hello Anna", "on my way; rm -rf / `reboot` $(id) 'x' \"y\" %s 100%", "two\nlines"])
+def test_ascii_text_arrives_literally(driver, sim, text: str) -> None:  # type: ignore[no-untyped-def]
+    _focus_compose(sim)
+    run(driver.type_text(text))
+    assert sim.phone.focused is not None or "\n" in text
+    messages = sim.phone.app("com.google.android.apps.messaging")
+    if "\n" in text:  # Enter sends the first line in a chat box
+        assert messages.last_sent("Anna Schmidt") == "two"
+        assert messages.compose.value == "lines"
+    else:
+        assert messages.compose.value == text
+    executed = [c.split()[0] for c in sim.phone.command_log]
+    assert set(executed) == {"input"}, sim.phone.command_log
+
+
+def test_unicode_goes_through_adb_keyboard_and_the_ime_is_restored(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    _focus_compose(sim)
+    run(driver.type_text("你好 Anna 🚗 — ok"))
+    messages = sim.phone.app("com.google.android.apps.messaging")
+    assert messages.compose.value == "你好 Anna 🚗 — ok"
+    assert sim.phone.ime == LATIN_IME
+    assert any(c.startswith(f"ime set {ADB_KEYBOARD_IME}") for c in sim.phone.command_log)
+
+
+def test_unicode_without_a_unicode_ime_is_refused_clearly(fleet) -> None:  # type: ignore[no-untyped-def]
+    device = fleet.add("no-ime", unicode_ime=False)
+    try:
+        driver = AdbDriver(fleet.client(), device.serial, DriverSettings(use_uiautomator2=False))
+        with pytest.raises(TextInputUnsupported, match="ADBKeyBoard"):
+            run(driver.type_text("你好"))
+        # With uiautomator2 allowed, its clipboard input types it.
+        _focus_compose(device)
+        run(AdbDriver(fleet.client(), device.serial).type_text("你好 Anna"))
+        assert device.phone.app("com.google.android.apps.messaging").compose.value == "你好 Anna"
+    finally:
+        fleet.devices.remove(device)
+        fleet.client().disconnect(device.serial)
+        device.adbd.stop()
+
+
+def test_keys_by_name_and_bad_keys(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.phone.start("com.android.settings")
+    run(driver.key("KEYCODE_HOME"))
+    assert sim.phone.foreground.package == "com.android.launcher3"
+    with pytest.raises(DeviceError, match="unknown Android key"):
+        run(driver.key("REBOOT; rm"))
+
+
+def test_open_app_resolves_labels_and_reports_unknown_apps(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    assert run(driver.open_app("Clock")) == "com.google.android.deskclock"
+    assert sim.phone.foreground.package == "com.google.android.deskclock"
+    assert run(driver.open_app("shop")) == "com.example.shop"
+    assert run(driver.open_app("com.android.contacts")) == "com.android.contacts"
+    with pytest.raises(AppNotFound, match="Zoho"):
+        run(driver.open_app("Zoho Meeting"))
+
+
+def test_hierarchy_and_info(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    xml = run(driver.hierarchy())
+    assert xml.startswith("<?xml")
+    assert 'content-desc="Settings"' in xml
+    info = run(driver.info())
+    assert info.model == "Pixel 8"
+    assert info.sdk == 34
+
+
+def test_black_frames_are_flagged(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.phone.faults.black_frames = True
+    capture = run(driver.screenshot())
+    assert capture.black
+    assert capture.note == "the app forbids screenshots"
+    sim.phone.faults.black_frames = False
+    sim.phone.keyevent(223)  # screen off
+    capture = run(driver.screenshot())
+    assert capture.black
+    assert capture.note == "the screen is off"
+
+
+def test_a_hung_command_times_out(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.phone.faults.hang = {"screencap"}
+    driver.settings.screenshot_timeout = 1.0
+    with pytest.raises(DeviceTimeout):
+        run(driver.screenshot())
+
+
+def test_a_stream_cut_mid_screenshot_is_a_device_error(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.phone.faults.drop_mid_stream = True
+    with pytest.raises(DeviceError):
+        run(driver.screenshot())
+    sim.phone.faults.clear()
+
+
+def test_a_pulled_phone_gives_device_gone(driver, sim, fleet) -> None:  # type: ignore[no-untyped-def]
+    sim.phone.faults.gone = True
+    sim.adbd.drop_connections()
+    with pytest.raises(DeviceGone):
+        for _ in range(20):  # the server notices the dead socket within moments
+            run(driver.tap(1, 1))
+            run(asyncio.sleep(0.1))
+    sim.phone.faults.gone = False
+
+
+def test_coordinates_must_be_pixels(driver) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match="integer pixels"):
+        run(driver.tap(0.5, 0.5))  # type: ignore[arg-type]
