@@ -64,7 +64,9 @@ class DriverSettings:
 class AdbDriver:
     """One device on an adb server. Cheap to create; holds no socket between calls."""
 
-    def __init__(self, client: adbutils.AdbClient, serial: str, settings: DriverSettings | None = None) -> None:
+    def __init__(
+        self, client: adbutils.AdbClient, serial: str, settings: DriverSettings | None = None
+    ) -> None:
         self._client = client
         self._serial = serial
         self.settings = settings or DriverSettings()
@@ -111,7 +113,9 @@ class AdbDriver:
         t = timeout or self.settings.command_timeout
         result = await self._call(lambda: self._device.shell2(command, timeout=t, v2=True), t)
         if result.returncode != 0:
-            raise DeviceError(self._serial, f"`{command}` failed ({result.returncode}): {result.output.strip()}")
+            raise DeviceError(
+                self._serial, f"`{command}` failed ({result.returncode}): {result.output.strip()}"
+            )
         return str(result.stdout)
 
     # -- observation -----------------------------------------------------------------------------
@@ -123,10 +127,14 @@ class AdbDriver:
         command = quote(*args)
         result = await self._call(lambda: self._device.shell2(command, timeout=t, encoding=None, v2=True), t)
         data: bytes = result.stdout if isinstance(result.stdout, bytes) else bytes(result.output)
-        warnings = result.stderr.decode("utf-8", "replace").strip() if isinstance(result.stderr, bytes) else ""
+        warnings = (
+            result.stderr.decode("utf-8", "replace").strip() if isinstance(result.stderr, bytes) else ""
+        )
         start = data.find(PNG_MAGIC)
         if start < 0:
-            raise DeviceError(self._serial, f"screencap returned no PNG ({len(data)} bytes; {warnings or 'no message'})")
+            raise DeviceError(
+                self._serial, f"screencap returned no PNG ({len(data)} bytes; {warnings or 'no message'})"
+            )
         if start > 0:  # a warning printed into stdout before the image (old devices, no shell v2)
             warnings = (warnings + " " + data[:start].decode("utf-8", "replace")).strip()
             data = data[start:]
@@ -195,7 +203,12 @@ class AdbDriver:
         return match.group(1)
 
     async def info(self) -> DeviceInfo:
-        keys = ("ro.product.model", "ro.product.manufacturer", "ro.build.version.release", "ro.build.version.sdk")
+        keys = (
+            "ro.product.model",
+            "ro.product.manufacturer",
+            "ro.build.version.release",
+            "ro.build.version.sdk",
+        )
         out = await self.shell("; ".join(quote("getprop", k) for k in keys))
         values = (out.splitlines() + [""] * len(keys))[: len(keys)]
         props = dict(zip(keys, (v.strip() for v in values), strict=True))
@@ -211,7 +224,9 @@ class AdbDriver:
 
     async def installed_packages(self) -> list[str]:
         out = await self.shell(quote("pm", "list", "packages"))
-        return [line.removeprefix("package:").strip() for line in out.splitlines() if line.startswith("package:")]
+        return [
+            line.removeprefix("package:").strip() for line in out.splitlines() if line.startswith("package:")
+        ]
 
     # -- actions ----------------------------------------------------------------------------------
     @staticmethod
@@ -230,14 +245,18 @@ class AdbDriver:
         x, y = self._point(x, y)
         ms = max(500, round(seconds * 1000))
         async with self._lock:
-            await self.shell(quote("input", "swipe", x, y, x, y, ms), timeout=self.settings.command_timeout + seconds)
+            await self.shell(
+                quote("input", "swipe", x, y, x, y, ms), timeout=self.settings.command_timeout + seconds
+            )
 
     async def swipe(self, x1: int, y1: int, x2: int, y2: int, seconds: float = 0.4) -> None:
         x1, y1 = self._point(x1, y1)
         x2, y2 = self._point(x2, y2)
         ms = max(50, round(seconds * 1000))
         async with self._lock:
-            await self.shell(quote("input", "swipe", x1, y1, x2, y2, ms), timeout=self.settings.command_timeout + seconds)
+            await self.shell(
+                quote("input", "swipe", x1, y1, x2, y2, ms), timeout=self.settings.command_timeout + seconds
+            )
 
     async def key(self, name: str) -> None:
         try:
@@ -297,7 +316,9 @@ class AdbDriver:
         except LookupError as exc:
             raise AppNotFound(self._serial, str(exc)) from None
         async with self._lock:
-            out = await self.shell(quote("monkey", "-p", package, "-c", "android.intent.category.LAUNCHER", "1"))
+            out = await self.shell(
+                quote("monkey", "-p", package, "-c", "android.intent.category.LAUNCHER", "1")
+            )
         if "Events injected: 1" not in out:
             raise AppNotFound(self._serial, f"{package} has no launchable activity ({out.strip()[-200:]})")
         return package

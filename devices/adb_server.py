@@ -54,7 +54,11 @@ class AdbServer:
 
     def _run(self, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [self.adb, "-P", str(self.port), *args], capture_output=True, text=True, timeout=timeout, check=False
+            [self.adb, "-P", str(self.port), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     def client(self, socket_timeout: float = 10.0) -> adbutils.AdbClient:
@@ -73,7 +77,9 @@ class AdbServer:
             if self.is_running():
                 return self
             time.sleep(0.1)
-        raise RuntimeError(f"adb server on port {self.port} did not start: {result.stderr.strip() or result.stdout.strip()}")
+        raise RuntimeError(
+            f"adb server on port {self.port} did not start: {result.stderr.strip() or result.stdout.strip()}"
+        )
 
     def stop(self) -> None:
         if self.is_running():

@@ -21,7 +21,11 @@ DEFAULT_ALIASES: dict[str, tuple[str, ...]] = {
     "phone": ("com.google.android.dialer", "com.android.dialer", "com.samsung.android.dialer"),
     "clock": ("com.google.android.deskclock", "com.android.deskclock", "com.sec.android.app.clockpackage"),
     "camera": ("com.android.camera2", "com.google.android.GoogleCamera", "com.sec.android.app.camera"),
-    "files": ("com.google.android.documentsui", "com.android.documentsui", "com.google.android.apps.nbu.files"),
+    "files": (
+        "com.google.android.documentsui",
+        "com.android.documentsui",
+        "com.google.android.apps.nbu.files",
+    ),
     "calendar": ("com.google.android.calendar", "com.android.calendar"),
     "gmail": ("com.google.android.gm",),
     "maps": ("com.google.android.apps.maps",),

@@ -12,7 +12,9 @@ import typer
 app = typer.Typer(help="Android devices on adb servers: list, connect, disconnect.", no_args_is_help=True,
                   add_completion=False)  # fmt: skip
 # `uis1 sim ...` (its own entry point, so the simulator is one word away).
-sim_app = typer.Typer(help="Simulated phones behind a real adb server.", no_args_is_help=True, add_completion=False)
+sim_app = typer.Typer(
+    help="Simulated phones behind a real adb server.", no_args_is_help=True, add_completion=False
+)
 
 
 @sim_app.callback()
@@ -29,7 +31,9 @@ def _pool(servers: list[str]):  # type: ignore[no-untyped-def]
 
 @app.command("list")
 def list_devices(
-    server: Annotated[list[str] | None, typer.Option("--server", "-s", help="adb server host:port (repeatable).")] = None,
+    server: Annotated[
+        list[str] | None, typer.Option("--server", "-s", help="adb server host:port (repeatable).")
+    ] = None,
 ) -> None:
     """List the devices every adb server knows, with their states."""
     pool = _pool(server or ["127.0.0.1:5037"])
@@ -39,7 +43,9 @@ def list_devices(
     if pool.unreachable and len(pool.unreachable) == len(pool.settings.servers):
         raise typer.Exit(1)
     if not pool.devices:
-        typer.echo("no devices (connect one with `uis1 devices connect HOST:PORT`, or start `uis1 sim start`)")
+        typer.echo(
+            "no devices (connect one with `uis1 devices connect HOST:PORT`, or start `uis1 sim start`)"
+        )
         return
     typer.echo(f"{'SERIAL':<24} {'STATE':<14} {'MODEL':<20} SERVER")
     for device in sorted(pool.devices.values(), key=lambda d: d.serial):
@@ -48,7 +54,9 @@ def list_devices(
 
 @app.command("connect")
 def connect(
-    address: Annotated[str, typer.Argument(help="The device's host:port (wireless debugging, a remote emulator).")],
+    address: Annotated[
+        str, typer.Argument(help="The device's host:port (wireless debugging, a remote emulator).")
+    ],
     server: Annotated[str, typer.Option("--server", "-s", help="adb server host:port.")] = "127.0.0.1:5037",
 ) -> None:
     """Attach a network device to an adb server (``adb connect``)."""
@@ -76,7 +84,9 @@ def disconnect(
 @sim_app.command("start")
 def sim_start(
     count: Annotated[int, typer.Option("--count", "-n", min=1, max=32, help="How many phones.")] = 1,
-    port: Annotated[int, typer.Option(help="Port of the local adb server to attach them to (started if needed).")] = 5037,
+    port: Annotated[
+        int, typer.Option(help="Port of the local adb server to attach them to (started if needed).")
+    ] = 5037,
     width: Annotated[int, typer.Option(help="Screen width in pixels.")] = 1080,
     height: Annotated[int, typer.Option(help="Screen height in pixels.")] = 2400,
 ) -> None:
@@ -94,7 +104,9 @@ def sim_start(
         for _ in range(count):
             device = fleet.add(width=width, height=height)
             typer.echo(device.serial)
-        typer.echo(f"{count} simulated phone(s) on the adb server at 127.0.0.1:{port}; Ctrl-C stops them", err=True)
+        typer.echo(
+            f"{count} simulated phone(s) on the adb server at 127.0.0.1:{port}; Ctrl-C stops them", err=True
+        )
         stop.wait()
     if started_here:
         server.stop()

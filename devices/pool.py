@@ -66,6 +66,7 @@ class PooledDevice:
     serial: str
     server: str  # host:port of the adb server that has it
     state: DeviceState = DeviceState.UNKNOWN
+    server_state: DeviceState = DeviceState.UNKNOWN  # what the adb server says, before health checks
     model: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     last_seen: float = 0.0
@@ -124,13 +125,17 @@ def _split_server(address: str) -> tuple[str, int]:
 
 
 class DevicePool:
-    def __init__(self, settings: PoolSettings | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, settings: PoolSettings | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.settings = settings or PoolSettings()
         self._clock = clock
         self._clients: dict[str, adbutils.AdbClient] = {}
         for address in self.settings.servers:
             host, port = _split_server(address)
-            self._clients[address] = adbutils.AdbClient(host=host, port=port, socket_timeout=self.settings.health_timeout_s)
+            self._clients[address] = adbutils.AdbClient(
+                host=host, port=port, socket_timeout=self.settings.health_timeout_s
+            )
         self.devices: dict[str, PooledDevice] = {}
         self.unreachable: set[str] = set()  # adb servers that did not answer the last refresh
         self._subscribers: list[asyncio.Queue[PoolEvent]] = []
@@ -195,17 +200,23 @@ class DevicePool:
                     continue
                 for entry in entries:
                     seen.add(entry.serial)
-                    device = self.devices.get(entry.serial)
-                    if device is None:
-                        device = PooledDevice(entry.serial, address)
-                        device.labels = dict(self.settings.labels.get(entry.serial, {}))
-                        self.devices[entry.serial] = device
+                    if entry.serial not in self.devices:
+                        fresh = PooledDevice(entry.serial, address)
+                        fresh.labels = dict(self.settings.labels.get(entry.serial, {}))
+                        self.devices[entry.serial] = fresh
+                    device = self.devices[entry.serial]
                     device.server = address
                     device.model = entry.tags.get("model", device.model).replace("_", " ")
                     device.last_seen = now
-                    self._set_state(device, DeviceState.parse(entry.state))
+                    device.server_state = DeviceState.parse(entry.state)
+                    # A device that failed its last health check stays offline until one passes.
+                    state = device.server_state
+                    if state is DeviceState.DEVICE and device.failures:
+                        state = DeviceState.OFFLINE
+                    self._set_state(device, state)
             for device in self.devices.values():
                 if device.serial not in seen and listings.get(device.server) is not None:
+                    device.server_state = DeviceState.GONE
                     self._set_state(device, DeviceState.GONE, "no longer listed by its adb server")
             self._expire_leases(now)
             self._changed.notify_all()
@@ -257,7 +268,9 @@ class DevicePool:
         self._emit(PoolEvent("disconnected", address))
 
     # -- leases ---------------------------------------------------------------------------------
-    def _matches(self, device: PooledDevice, serial: str | None, model: str | None, labels: Mapping[str, str]) -> bool:
+    def _matches(
+        self, device: PooledDevice, serial: str | None, model: str | None, labels: Mapping[str, str]
+    ) -> bool:
         if serial is not None and device.serial != serial:
             return False
         if model is not None and model.lower() not in device.model.lower():
@@ -339,9 +352,15 @@ class DevicePool:
         """One round: list servers, probe leasable devices, reconnect dropped network devices."""
         await self.refresh()
         for device in list(self.devices.values()):
-            if device.state is DeviceState.DEVICE:
+            if device.server_state is DeviceState.DEVICE:
                 await self._probe(device)
-            elif self.settings.reconnect and device.is_network and device.state in (DeviceState.GONE, DeviceState.OFFLINE):
+                if self.settings.reconnect and device.is_network and device.failures >= 2:
+                    await self._reconnect(device)  # a wedged transport: drop it and connect anew
+            elif (
+                self.settings.reconnect
+                and device.is_network
+                and device.state in (DeviceState.GONE, DeviceState.OFFLINE)
+            ):
                 await self._reconnect(device)
 
     async def _probe(self, device: PooledDevice) -> None:
@@ -356,6 +375,7 @@ class DevicePool:
             if ok:
                 device.failures = 0
                 device.reconnect_attempts = 0
+                self._set_state(device, DeviceState.DEVICE, "health check passed")
             else:
                 device.failures += 1
                 self._set_state(device, DeviceState.OFFLINE, f"health check failed: {out.strip()[:200]}")
@@ -371,7 +391,9 @@ class DevicePool:
         _, client = self.client_for(device.server)
         with contextlib.suppress(AdbError, OSError, TimeoutError):
             # A wedged transport must be dropped before a new connect can replace it.
-            await asyncio.wait_for(asyncio.to_thread(client.disconnect, device.serial), self.settings.health_timeout_s)
+            await asyncio.wait_for(
+                asyncio.to_thread(client.disconnect, device.serial), self.settings.health_timeout_s
+            )
         try:
             await self.connect(device.serial, device.server)
         except DeviceGone as exc:

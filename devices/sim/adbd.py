@@ -44,7 +44,7 @@ def _packet(command: int, arg0: int, arg1: int, data: bytes = b"") -> bytes:
     return HEADER.pack(command, arg0, arg1, len(data), sum(data) & 0xFFFFFFFF, command ^ 0xFFFFFFFF) + data
 
 
-class StreamClosed(Exception):  # noqa: N818
+class StreamClosed(Exception):
     pass
 
 
@@ -104,7 +104,9 @@ class Stream:
             if self.closed:
                 raise StreamClosed
             self._acked.clear()
-            await self.conn.send(_packet(A_WRTE, self.local_id, self.remote_id, bytes(view[start : start + chunk])))
+            await self.conn.send(
+                _packet(A_WRTE, self.local_id, self.remote_id, bytes(view[start : start + chunk]))
+            )
             if self.conn.phone.faults.drop_mid_stream:
                 self.conn.phone.faults.drop_mid_stream = False
                 self.conn.abort()
@@ -224,8 +226,14 @@ class AdbdServer:
                 self._loop.call_soon_threadsafe(conn.abort)
 
     # -- transport ----------------------------------------------------------------------------
+    def _gone(self) -> bool:
+        return self.phone.faults.gone
+
+    def _wedged(self) -> bool:
+        return self.phone.faults.offline
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.phone.faults.gone:
+        if self._gone():
             writer.close()
             return
         conn = _Connection(self.phone, reader, writer)
@@ -238,9 +246,9 @@ class AdbdServer:
                     log.warning("bad magic from host; dropping the transport")
                     return
                 payload = await reader.readexactly(length) if length else b""
-                if self.phone.faults.gone:
+                if self._gone():
                     return
-                if self.phone.faults.offline:
+                if self._wedged():
                     continue  # wedged: read everything, answer nothing
                 await self._dispatch(conn, command, arg0, arg1, payload)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -276,18 +284,18 @@ class AdbdServer:
             conn.tasks.add(task)
             task.add_done_callback(conn.tasks.discard)
         elif command == A_WRTE:
-            stream = conn.streams.get(arg1)
-            if stream is not None:
-                stream.feed(payload)
+            receiver = conn.streams.get(arg1)
+            if receiver is not None:
+                receiver.feed(payload)
                 await conn.send(_packet(A_OKAY, arg1, arg0))
         elif command == A_OKAY:
-            stream = conn.streams.get(arg1)
-            if stream is not None:
-                stream.ack()
+            sender = conn.streams.get(arg1)
+            if sender is not None:
+                sender.ack()
         elif command == A_CLSE:
-            stream = conn.streams.pop(arg1, None)
-            if stream is not None:
-                stream.host_closed()
+            closing = conn.streams.pop(arg1, None)
+            if closing is not None:
+                closing.host_closed()
         elif command == A_AUTH:
             pass  # this device never asks for authentication
 

@@ -7,6 +7,7 @@ scans for emulators on its own) and is attached with ``adb connect``, so its ser
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -38,8 +39,12 @@ class SimFleet:
     server: AdbServer
     devices: list[SimDevice] = field(default_factory=list)
 
-    def add(self, name: str | None = None, *, width: int = 1080, height: int = 2400, unicode_ime: bool = True) -> SimDevice:
-        phone = SimPhone(name or f"sim-{len(self.devices) + 1}", width=width, height=height, unicode_ime=unicode_ime)
+    def add(
+        self, name: str | None = None, *, width: int = 1080, height: int = 2400, unicode_ime: bool = True
+    ) -> SimDevice:
+        phone = SimPhone(
+            name or f"sim-{len(self.devices) + 1}", width=width, height=height, unicode_ime=unicode_ime
+        )
         adbd = self._start_adbd(phone)
         u2 = U2Server(phone)
         adbd.tcp_handlers[u2.PORT] = u2
@@ -77,10 +82,8 @@ class SimFleet:
     def close(self) -> None:
         client = self.client()
         for device in self.devices:
-            try:
+            with contextlib.suppress(Exception):  # the server may already be gone
                 client.disconnect(device.serial)
-            except Exception:  # the server may already be gone
-                pass
             device.adbd.stop()
         self.devices.clear()
 

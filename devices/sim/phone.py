@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from devices.sim import render
 from devices.sim.apps import APP_CLASSES, App
@@ -276,7 +277,11 @@ class SimPhone:
                             rid="com.android.systemui:id/clock"))  # fmt: skip
             icons = " ".join(t for t, on in (("Wi-Fi", self.settings.wifi), ("BT", self.settings.bluetooth),
                                              ("✈", self.settings.airplane)) if on)  # fmt: skip
-            status.add(View("text", status.bounds, text=icons, size=round(36 * w / 1080), align="right", ink=theme.ink))
+            status.add(
+                View(
+                    "text", status.bounds, text=icons, size=round(36 * w / 1080), align="right", ink=theme.ink
+                )
+            )
             root.add(status)
             bottom = self._keyboard_top() if self.focused is not None else self._nav_top()
             screen = Screen(self, self.foreground.package, self._status_height(), bottom)
@@ -327,7 +332,7 @@ class SimPhone:
             for i, ch in enumerate(letters):
                 board.add(View("key", (x0 + i * key_w, top + r * row_h, x0 + (i + 1) * key_w, top + (r + 1) * row_h),
                                text=ch, desc=ch, align="center", size=round(52 * w / 1080),
-                               on_tap=lambda ch=ch: self.type_text(ch)))  # fmt: skip
+                               on_tap=partial(self.type_text, ch)))  # fmt: skip
         y = top + 3 * row_h
         board.add(View("key", (0, y - row_h, w // 10 + w // 20, y), text="⌫", desc="Delete", align="center",
                        on_tap=lambda: self.keyevent(KEY_DEL)))  # fmt: skip
@@ -340,13 +345,15 @@ class SimPhone:
     def _nav_view(self) -> View:
         w = self.width
         top = self._nav_top()
-        nav = View("frame", (0, top, w, self.height), fill="#000000", rid="com.android.systemui:id/navigation_bar")
+        nav = View(
+            "frame", (0, top, w, self.height), fill="#000000", rid="com.android.systemui:id/navigation_bar"
+        )
         third = w // 3
         for i, (glyph, desc, code) in enumerate((("◁", "Back", KEY_BACK), ("○", "Home", KEY_HOME),
                                                  ("□", "Overview", KEY_APP_SWITCH))):  # fmt: skip
             nav.add(View("key", (i * third, top, (i + 1) * third, self.height), text=glyph, desc=desc, align="center",
                          fill="#000000", ink="#ffffff", size=round(56 * w / 1080), rid=f"com.android.systemui:id/{desc.lower()}",
-                         on_tap=lambda code=code: self.keyevent(code)))  # fmt: skip
+                         on_tap=partial(self.keyevent, code)))  # fmt: skip
         return nav
 
     def screenshot_png(self) -> bytes:

@@ -62,7 +62,9 @@ def _draw_switch(draw: ImageDraw.ImageDraw, view: View) -> None:
     on = bool(view.checked)
     draw.rounded_rectangle(track, radius=24, fill="#8ab4f8" if on else "#bdc1c6")
     knob_x = track[2] - 24 if on else track[0] + 24
-    draw.ellipse((knob_x - 30, cy - 30, knob_x + 30, cy + 30), fill=ACCENT if on else "#f1f3f4", outline="#9aa0a6")
+    draw.ellipse(
+        (knob_x - 30, cy - 30, knob_x + 30, cy + 30), fill=ACCENT if on else "#f1f3f4", outline="#9aa0a6"
+    )
 
 
 def _draw_icon(draw: ImageDraw.ImageDraw, view: View) -> None:
@@ -84,7 +86,9 @@ def draw_view(draw: ImageDraw.ImageDraw, view: View) -> None:
         _draw_icon(draw, view)
     elif kind in ("button", "key"):
         fill = view.fill or (ACCENT if kind == "button" else "#ffffff")
-        draw.rounded_rectangle((left + 6, top + 6, right - 6, bottom - 6), radius=20, fill=fill, outline="#dadce0")
+        draw.rounded_rectangle(
+            (left + 6, top + 6, right - 6, bottom - 6), radius=20, fill=fill, outline="#dadce0"
+        )
         ink = "white" if kind == "button" and view.fill is None else view.ink
         _draw_text(draw, view, view.text or view.glyph, ink, inset=12)
     elif kind == "edit":
@@ -113,14 +117,18 @@ def draw_view(draw: ImageDraw.ImageDraw, view: View) -> None:
             draw.line((left + 40, cy, x, cy), fill=ACCENT, width=10)
             draw.ellipse((x - 24, cy - 24, x + 24, cy + 24), fill=ACCENT)
         elif view.text:
-            _draw_text(draw, view, view.text, view.ink, inset=48 if kind in ("row", "switch", "checkbox") else 24)
+            _draw_text(
+                draw, view, view.text, view.ink, inset=48 if kind in ("row", "switch", "checkbox") else 24
+            )
         if view.checked is not None and kind in ("switch", "checkbox"):
             if kind == "switch":
                 _draw_switch(draw, view)
             else:
                 cy = (top + bottom) // 2
                 box = (right - 110, cy - 30, right - 50, cy + 30)
-                draw.rounded_rectangle(box, radius=8, outline=ACCENT, width=5, fill=ACCENT if view.checked else None)
+                draw.rounded_rectangle(
+                    box, radius=8, outline=ACCENT, width=5, fill=ACCENT if view.checked else None
+                )
     for child in view.children:
         draw_view(draw, child)
 

@@ -6,7 +6,7 @@ handlers. Layout is a vertical cursor over the content area, so apps read like t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -44,7 +44,9 @@ class Screen:
         self.top = top
         self.bottom = bottom
         self.y = top
-        self.root = View("frame", (0, top, self.width, bottom), rid=f"{package}:id/content", fill=phone.theme.background)
+        self.root = View(
+            "frame", (0, top, self.width, bottom), rid=f"{package}:id/content", fill=phone.theme.background
+        )
         self.dialog: Dialog | None = None
 
     @property
@@ -57,16 +59,20 @@ class Screen:
     def _rid(self, name: str) -> str:
         return f"{self.package}:id/{name}" if name else ""
 
-    def title(self, text: str, *, back: Handler | None = None, actions: list[tuple[str, str, Handler]] = ()) -> None:  # type: ignore[assignment]
+    def title(
+        self, text: str, *, back: Handler | None = None, actions: Sequence[tuple[str, str, Handler]] = ()
+    ) -> None:
         h = self.px(168)
-        bar = View("frame", (0, self.y, self.width, self.y + h), rid=self._rid("toolbar"), fill=self.phone.theme.bar)
+        bar = View(
+            "frame", (0, self.y, self.width, self.y + h), rid=self._rid("toolbar"), fill=self.phone.theme.bar
+        )
         x = 0
         if back is not None:
             bar.add(View("icon", (0, self.y, h, self.y + h), desc="Navigate up", glyph="<", on_tap=back, fill="#5f6368",
                          rid=self._rid("up")))  # fmt: skip
             x = h
         bar.add(View("text", (x, self.y, self.width - h * len(actions), self.y + h), text=text, size=self.px(60),
-                     rid=self._rid("title"), ink=self.phone.theme.ink))  # fmt: skip
+                     rid=self._rid("toolbar_title"), ink=self.phone.theme.ink))  # fmt: skip
         for i, (glyph, desc, handler) in enumerate(actions):
             right = self.width - i * h
             bar.add(View("icon", (right - h, self.y, right, self.y + h), desc=desc, glyph=glyph, on_tap=handler,
@@ -74,7 +80,9 @@ class Screen:
         self.root.add(bar)
         self.y += h
 
-    def text(self, text: str, *, size: int = 44, height: int = 120, rid: str = "", ink: str | None = None) -> View:
+    def text(
+        self, text: str, *, size: int = 44, height: int = 120, rid: str = "", ink: str | None = None
+    ) -> View:
         view = View("text", (0, self.y, self.width, self.y + self.px(height)), text=text, size=self.px(size),
                     rid=self._rid(rid), ink=ink or self.phone.theme.ink)  # fmt: skip
         self.root.add(view)
@@ -118,7 +126,9 @@ class Screen:
         self.y += self.px(height)
         return view
 
-    def button(self, text: str, on_tap: Handler, *, rid: str = "", height: int = 160, fill: str | None = None) -> View:
+    def button(
+        self, text: str, on_tap: Handler, *, rid: str = "", height: int = 160, fill: str | None = None
+    ) -> View:
         margin = self.px(48)
         view = View("button", (margin, self.y + self.px(16), self.width - margin, self.y + self.px(height)),
                     text=text, on_tap=on_tap, rid=self._rid(rid), size=self.px(48), align="center", fill=fill)  # fmt: skip
@@ -150,7 +160,9 @@ class Screen:
             # The content follows the finger: moving it up (dy < 0) reveals items further down.
             offsets[key] = max(0, min(limit, offsets.get(key, 0) - dy))
 
-        container = View("list", (0, top, self.width, end), rid=self._rid(rid), on_scroll=scroll if limit else None)
+        container = View(
+            "list", (0, top, self.width, end), rid=self._rid(rid), on_scroll=scroll if limit else None
+        )
         first = offset // h
         for i in range(first, count):
             y = top + i * h - offset

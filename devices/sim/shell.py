@@ -21,10 +21,8 @@ from dataclasses import dataclass, field
 from devices.keys import keycode
 from devices.sim.phone import ADB_KEYBOARD_IME, U2_IME, FileEntry, SimPhone
 
-OPERATORS = (";", "&&", "||", "|", "\n")
 
-
-class KeepRunning(Exception):  # noqa: N818 - a control-flow signal, not an error
+class KeepRunning(Exception):
     """The command is a server that runs until the client closes the stream (u2's app_process)."""
 
     def __init__(self, output: bytes, on_close: Callable[[], None]) -> None:
@@ -176,14 +174,6 @@ def tokenize(line: str, ctx: _Context) -> list[str | _Word]:
         elif ch in " \t":
             flush()
             i += 1
-        elif line.startswith(("&&", "||"), i):
-            flush()
-            tokens.append(line[i : i + 2])
-            i += 2
-        elif ch in ";|\n":
-            flush()
-            tokens.append(ch)
-            i += 1
         elif ch in "&<>()":
             # Redirections, background jobs and subshells: not needed by any adb client; refuse
             # rather than guess (a phone would run them, so an unescaped one is still a bug).
@@ -200,44 +190,73 @@ def tokenize(line: str, ctx: _Context) -> list[str | _Word]:
     return tokens
 
 
+def split_commands(line: str) -> list[tuple[str, str]]:
+    """Split at top-level ``;``, newline, ``&&``, ``||`` and ``|``: (command text, operator after it).
+
+    Only splitting happens here; each command is expanded just before it runs, as a shell does
+    (so ``cmd; echo $?`` reports ``cmd``'s status).
+    """
+    parts: list[tuple[str, str]] = []
+    i, start, quote, depth = 0, 0, "", 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and quote == '"':
+                i += 1
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "\\":
+            i += 1
+        elif line.startswith("$(", i):
+            depth += 1
+            i += 1
+        elif ch == ")" and depth:
+            depth -= 1
+        elif depth == 0 and (line.startswith(("&&", "||"), i) or ch in ";|\n"):
+            op = line[i : i + 2] if line.startswith(("&&", "||"), i) else ch
+            parts.append((line[start:i], op))
+            i += len(op)
+            start = i
+            continue
+        i += 1
+    if quote:
+        raise ShellSyntaxError(f"unterminated {quote}")
+    parts.append((line[start:], ";"))
+    return parts
+
+
 def run_line(ctx: _Context, line: str) -> Result:
-    """Run a command line: a list of pipelines joined by ``;``, ``&&`` and ``||``."""
+    """Run a command line: pipelines joined by ``;``, ``&&`` and ``||``."""
     try:
-        tokens = tokenize(line, ctx)
+        parts = split_commands(line)
     except ShellSyntaxError as exc:
         return Result(stderr=f"/system/bin/sh: syntax error: {exc}\n".encode(), code=2)
     out, err = bytearray(), bytearray()
-    pipeline: list[list[_Word]] = [[]]
-    skip_next = False
-    result = Result()
-
-    def finish(op: str) -> None:
-        nonlocal skip_next, result
-        if not skip_next and any(pipeline):
-            result = _run_pipeline(ctx, pipeline)
+    pipeline: list[str] = []
+    skip = False
+    for text, op in parts:
+        pipeline.append(text)
+        if op == "|":
+            continue
+        if not skip and any(t.strip() for t in pipeline):
+            try:
+                stages = [tokenize(t, ctx) for t in pipeline]
+            except ShellSyntaxError as exc:
+                return Result(bytes(out), bytes(err) + f"/system/bin/sh: syntax error: {exc}\n".encode(), 2)
+            refused = [tok for stage in stages for tok in stage if isinstance(tok, str)]
+            if refused:
+                ctx.phone.command_log.append(f"<refused operator {refused[0]}>")
+                return Result(
+                    bytes(out), bytes(err) + f"/system/bin/sh: '{refused[0]}' not supported\n".encode(), 2
+                )
+            result = _run_pipeline(ctx, [[w for w in stage if isinstance(w, _Word)] for stage in stages])
             out.extend(result.stdout)
             err.extend(result.stderr)
             ctx.last_code = result.code
-        if op == "&&":
-            skip_next = ctx.last_code != 0
-        elif op == "||":
-            skip_next = ctx.last_code == 0
-        else:
-            skip_next = False
-        pipeline.clear()
-        pipeline.append([])
-
-    for tok in tokens:
-        if isinstance(tok, _Word):
-            pipeline[-1].append(tok)
-        elif tok == "|":
-            pipeline.append([])
-        elif tok in (";", "\n", "&&", "||"):
-            finish(tok)
-        else:
-            ctx.phone.command_log.append(f"<refused operator {tok}>")
-            return Result(bytes(out), bytes(err) + f"/system/bin/sh: '{tok}' not supported\n".encode(), 2)
-    finish(";")
+        skip = (op == "&&" and ctx.last_code != 0) or (op == "||" and ctx.last_code == 0)
+        pipeline = []
     return Result(bytes(out), bytes(err), ctx.last_code)
 
 
@@ -275,7 +294,7 @@ def _run_command(ctx: _Context, argv: list[str], stdin: bytes, env: dict[str, st
         return Result(stderr=f"{name}: {exc}\n".encode(), code=1)
 
 
-class _Usage(Exception):  # noqa: N818
+class _Usage(Exception):
     pass
 
 
@@ -437,7 +456,9 @@ def _cmd(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) ->
         app = phone.apps.get(pkg)
         if app is None:
             return Result(stdout=b"No activity found\n")
-        return Result(stdout=f"priority=0 preferredOrder=0\n{pkg}/{app.activities.get('main', '.MainActivity')}\n".encode())
+        return Result(
+            stdout=f"priority=0 preferredOrder=0\n{pkg}/{app.activities.get('main', '.MainActivity')}\n".encode()
+        )
     return Result(stderr=b"cmd: unknown service\n", code=1)
 
 
@@ -463,13 +484,15 @@ def _dumpsys(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]
     elif service == "activity":
         text = f"    mResumedActivity: ActivityRecord{{4d5e6f u0 {component} t12}}\n"
     elif service == "display":
-        text = f"  mDisplayInfos:\n    DisplayInfo{{\"Built-in Screen\", displayId 0, real {phone.width} x {phone.height}, orientation={phone.rotation}}}\n"
+        text = f'  mDisplayInfos:\n    DisplayInfo{{"Built-in Screen", displayId 0, real {phone.width} x {phone.height}, orientation={phone.rotation}}}\n'
     elif service == "power":
         text = f"  mHoldingDisplaySuspendBlocker={'true' if phone.screen_on else 'false'}\n  mWakefulness={'Awake' if phone.screen_on else 'Asleep'}\n"
     elif service == "input_method":
-        text = f"  mCurMethodId={phone.ime}\n  mInputShown={'true' if phone.focused is not None else 'false'}\n"
+        text = (
+            f"  mCurMethodId={phone.ime}\n  mInputShown={'true' if phone.focused is not None else 'false'}\n"
+        )
     elif service == "SurfaceFlinger":
-        text = "Display 4619827259835644672 (HWC display 0): port=0 pnpId=GGL displayName=\"EMU_display_0\"\n"
+        text = 'Display 4619827259835644672 (HWC display 0): port=0 pnpId=GGL displayName="EMU_display_0"\n'
     elif service == "battery":
         text = "Current Battery Service state:\n  AC powered: true\n  level: 87\n"
     else:
@@ -531,7 +554,9 @@ def _ime(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) ->
     if args[:1] in (["enable"], ["set"]) and len(args) >= 2:
         ime = args[-1]
         if ime not in phone.imes:
-            return Result(stderr=f"Unknown input method {ime} cannot be enabled for user #0\n".encode(), code=1)
+            return Result(
+                stderr=f"Unknown input method {ime} cannot be enabled for user #0\n".encode(), code=1
+            )
         if args[0] == "enable":
             if ime not in phone.enabled_imes:
                 phone.enabled_imes.append(ime)
@@ -575,7 +600,7 @@ def _md5sum(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str])
             out.append(f"md5sum: {path}: No such file or directory")
             code = 1
         else:
-            out.append(f"{hashlib.md5(entry.data).hexdigest()}  {path}")  # noqa: S324 - what md5sum prints
+            out.append(f"{hashlib.md5(entry.data).hexdigest()}  {path}")
     return Result(stdout=("\n".join(out) + "\n").encode(), code=code)
 
 

@@ -53,9 +53,9 @@ async def serve(stream: Stream, phone: SimPhone) -> None:
             if entry is None:
                 await _fail(stream, f"remote object '{arg}' does not exist")
                 continue
-            data = entry.data
-            for start in range(0, len(data), MAX_CHUNK):
-                chunk = data[start : start + MAX_CHUNK]
+            content = entry.data
+            for start in range(0, len(content), MAX_CHUNK):
+                chunk = content[start : start + MAX_CHUNK]
                 await stream.write(b"DATA" + struct.pack("<I", len(chunk)) + chunk)
             await stream.write(b"DONE" + struct.pack("<I", 0))
         elif ident == b"SEND":

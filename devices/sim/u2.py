@@ -146,7 +146,7 @@ async def _read_request(stream: Stream) -> tuple[str, str, bytes] | None:
             return None
     head, _, body = bytes(data).partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
-    method, path = (lines[0].split(" ") + ["", ""])[:2]
+    method, path = [*lines[0].split(" "), "", ""][:2]
     length = 0
     for line in lines[1:]:
         key, _, value = line.partition(":")

@@ -103,7 +103,9 @@ def hit(root: View, x: int, y: int, *, want: str = "tap") -> View | None:
     return found
 
 
-def find(root: View, *, text: str | None = None, rid: str | None = None, desc: str | None = None) -> View | None:
+def find(
+    root: View, *, text: str | None = None, rid: str | None = None, desc: str | None = None
+) -> View | None:
     for view in root.walk():
         if text is not None and view.text != text:
             continue

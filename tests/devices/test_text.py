@@ -13,7 +13,7 @@ from devices.text import adb_keyboard_broadcast, input_text_pieces, is_input_tex
 
 NASTY = [
     "; rm -rf /sdcard",
-    "it's \"quoted\"",
+    'it\'s "quoted"',
     "`reboot`",
     "$(rm -rf /)",
     "${HOME} $PATH $?",

@@ -11,6 +11,16 @@ from devices.sim.apps.notes import Notes
 from devices.sim.apps.settings import Settings
 from devices.sim.apps.shop import Shop
 
-APP_CLASSES: tuple[type[App], ...] = (Launcher, Settings, Contacts, Messages, Clock, Notes, Browser, Shop, Files)
+APP_CLASSES: tuple[type[App], ...] = (
+    Launcher,
+    Settings,
+    Contacts,
+    Messages,
+    Clock,
+    Notes,
+    Browser,
+    Shop,
+    Files,
+)
 
 __all__ = ["APP_CLASSES", "App"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import ClassVar
 
 from devices.sim.apps.base import App
@@ -37,7 +38,7 @@ class Browser(App):
         if self.searches:
             screen.text("Recent searches", size=36, ink="#5f6368")
             for q in reversed(self.searches[-3:]):
-                screen.row(q, on_tap=lambda q=q: self._search(q), rid="recent_search")
+                screen.row(q, on_tap=partial(self._search, q), rid="recent_search")
 
     def page_results(self, screen: Screen) -> None:
         screen.title(self.current_query, back=self.up)

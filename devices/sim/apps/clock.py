@@ -72,7 +72,9 @@ class Clock(App):
         except ValueError:
             hour = minute = -1
         if not (0 <= hour <= 23 and 0 <= minute <= 59):
-            self.phone.dialog = Dialog("Invalid time", "Enter an hour 0-23 and a minute 0-59.", [("OK", lambda: None)])
+            self.phone.dialog = Dialog(
+                "Invalid time", "Enter an hour 0-23 and a minute 0-59.", [("OK", lambda: None)]
+            )
             return
         existing = self.find(hour, minute)
         if existing is not None:

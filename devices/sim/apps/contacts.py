@@ -74,7 +74,13 @@ class Contacts(App):
         def item(i: int, y: int, parent: View) -> None:
             contact = people[i]
             star = "★ " if contact.favorite else ""
-            screen.row(star + contact.name, on_tap=lambda: self._open(contact), parent=parent, y=y, rid="contact_name")
+            screen.row(
+                star + contact.name,
+                on_tap=lambda: self._open(contact),
+                parent=parent,
+                y=y,
+                rid="contact_name",
+            )
 
         screen.scroll_list("people", len(people), item)
         screen.fab("+", "Create contact", self._new)
@@ -84,7 +90,9 @@ class Contacts(App):
         if contact is None:
             self.up()
             return
-        screen.title(contact.name, back=self.up, actions=[("★" if contact.favorite else "☆", "Favorite", self._star)])
+        screen.title(
+            contact.name, back=self.up, actions=[("★" if contact.favorite else "☆", "Favorite", self._star)]
+        )
         screen.row(contact.phone, rid="phone_number", desc="Phone")
         screen.button("Message", lambda: self._message(contact), rid="message")
         screen.button("Delete", lambda: self._confirm_delete(contact), rid="delete", fill="#d93025")

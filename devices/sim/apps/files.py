@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import ClassVar
 
 from devices.sim.apps.base import App
@@ -27,12 +28,14 @@ class Files(App):
         super().reset()
         self.folders = {name: list(files) for name, files in DEFAULT_FOLDERS.items()}
         self.folder = "Download"
-        self.starred: set[str] = set()
+        self.starred: set[tuple[str, str]] = set()
 
     def page_main(self, screen: Screen) -> None:
         screen.title("Files")
         for name, files in self.folders.items():
-            screen.row(f"{name}   ({len(files)} items)", on_tap=lambda n=name: self._open(n), rid="folder", desc=name)
+            screen.row(
+                f"{name}   ({len(files)} items)", on_tap=partial(self._open, name), rid="folder", desc=name
+            )
 
     def page_folder(self, screen: Screen) -> None:
         screen.title(self.folder, back=self.up)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import ClassVar
 
 from devices.sim.apps.base import App
@@ -29,11 +30,11 @@ class Launcher(App):
             left, y = c * cell_w, top + r * cell_h
             screen.root.add(
                 View("icon", (left + screen.px(40), y, left + cell_w - screen.px(40), y + cell_w - screen.px(80)),
-                     desc=app.label, glyph=app.glyph, fill=app.color, on_tap=lambda a=app: self.phone.start(a.package),
+                     desc=app.label, glyph=app.glyph, fill=app.color, on_tap=partial(self.phone.start, app.package),
                      rid=f"{self.package}:id/icon"),
                 View("text", (left, y + cell_w - screen.px(80), left + cell_w, y + cell_w - screen.px(10)),
                      text=app.label, size=screen.px(36), align="center", ink=self.phone.theme.ink,
-                     on_tap=lambda a=app: self.phone.start(a.package)),
+                     on_tap=partial(self.phone.start, app.package)),
             )  # fmt: skip
 
     def page_AllApps(self, screen: Screen) -> None:  # noqa: N802 - the activity's name

@@ -55,7 +55,9 @@ class Messages(App):
 
     def page_main(self, screen: Screen) -> None:
         screen.title("Messages")
-        names = [n for n in self.threads if self.threads[n]] + [n for n in self.threads if not self.threads[n]]
+        names = [n for n in self.threads if self.threads[n]] + [
+            n for n in self.threads if not self.threads[n]
+        ]
 
         def item(i: int, y: int, parent: View) -> None:
             name = names[i]
@@ -79,7 +81,9 @@ class Messages(App):
                             size=screen.px(44), rid=f"{self.package}:id/message_text",
                             ink="#1967d2" if msg.sender == ME else self.phone.theme.ink))  # fmt: skip
 
-        screen.scroll_list("thread:" + name, len(msgs), item, item_height=130, rid="messages", bottom=compose_top)
+        screen.scroll_list(
+            "thread:" + name, len(msgs), item, item_height=130, rid="messages", bottom=compose_top
+        )
         screen.y = compose_top
         edit = screen.field(self.compose, rid="compose_message_text", height=170)
         edit.bounds = (0, edit.bounds[1], screen.width - screen.px(200), edit.bounds[3])
@@ -94,7 +98,9 @@ class Messages(App):
         people = [c.name for c in contacts.sorted_contacts() if query in c.name.lower()]  # type: ignore[attr-defined]
 
         def item(i: int, y: int, parent: View) -> None:
-            screen.row(people[i], on_tap=lambda: self.open_thread(people[i]), parent=parent, y=y, rid="contact_name")
+            screen.row(
+                people[i], on_tap=lambda: self.open_thread(people[i]), parent=parent, y=y, rid="contact_name"
+            )
 
         screen.scroll_list("people:" + query, len(people), item)
 

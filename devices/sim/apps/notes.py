@@ -38,7 +38,13 @@ class Notes(App):
 
         def item(i: int, y: int, parent: View) -> None:
             note = self.notes[i]
-            screen.row(note.title or "(untitled)", on_tap=lambda: self._edit(note), parent=parent, y=y, rid="note_title")
+            screen.row(
+                note.title or "(untitled)",
+                on_tap=lambda: self._edit(note),
+                parent=parent,
+                y=y,
+                rid="note_title",
+            )
 
         screen.scroll_list("notes", len(self.notes), item)
         screen.fab("+", "New note", lambda: self._edit(None))
@@ -73,7 +79,9 @@ class Notes(App):
 
         def delete() -> None:
             if note in self.notes:
-                self.notes.remove(note)  # type: ignore[arg-type]
+                self.notes.remove(note)
             self.up()
 
-        self.phone.dialog = Dialog("Delete note?", "This note will be deleted.", [("Cancel", lambda: None), ("Delete", delete)])
+        self.phone.dialog = Dialog(
+            "Delete note?", "This note will be deleted.", [("Cancel", lambda: None), ("Delete", delete)]
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import ClassVar
 
 from devices.sim.apps.base import App
@@ -58,7 +59,9 @@ class Settings(App):
         def item(i: int, y: int, parent: View) -> None:
             name = NETWORKS[i]
             label = f"{name}  (Connected)" if name == s.wifi_network else name
-            screen.row(label, on_tap=lambda: self._join(name), parent=parent, y=y, rid="network_name", desc=name)
+            screen.row(
+                label, on_tap=lambda: self._join(name), parent=parent, y=y, rid="network_name", desc=name
+            )
 
         screen.scroll_list("networks", len(NETWORKS), item)
 
@@ -69,7 +72,7 @@ class Settings(App):
         if s.bluetooth:
             for name in BLUETOOTH_DEVICES:
                 label = f"{name}  (Paired)" if name in self.paired else name
-                screen.row(label, on_tap=lambda n=name: self._pair(n), rid="device_name", desc=name)
+                screen.row(label, on_tap=partial(self._pair, name), rid="device_name", desc=name)
 
     def page_display(self, screen: Screen) -> None:
         s = self.phone.settings

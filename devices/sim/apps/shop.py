@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import ClassVar
 
 from devices.sim.apps.base import App
@@ -91,7 +92,7 @@ class Shop(App):
             return
         for name, qty in items:
             screen.row(f"{name} × {qty}   ${self.price(name) * qty:.2f}", rid="cart_item", desc=name,
-                       on_long_press=lambda n=name: self._confirm_remove(n))  # fmt: skip
+                       on_long_press=partial(self._confirm_remove, name))  # fmt: skip
         total = sum(self.price(n) * q for n, q in items)
         screen.text(f"Total ${total:.2f}", size=48, rid="total")
         screen.button("Checkout", lambda: self.go("checkout"), rid="checkout")
@@ -116,8 +117,12 @@ class Shop(App):
         self.cart[name] = self.cart.get(name, 0) + 1
 
     def _confirm_remove(self, name: str) -> None:
-        self.phone.dialog = Dialog("Remove item?", f"Remove {name} from the cart?",
-                                   [("Cancel", lambda: None), ("Remove", lambda: self.cart.pop(name, None))])  # fmt: skip
+        def remove() -> None:
+            self.cart.pop(name, None)
+
+        self.phone.dialog = Dialog(
+            "Remove item?", f"Remove {name} from the cart?", [("Cancel", lambda: None), ("Remove", remove)]
+        )
 
     def _place(self) -> None:
         c = self.checkout
