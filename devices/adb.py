@@ -16,6 +16,7 @@ import asyncio
 import io
 import logging
 import re
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -43,6 +44,16 @@ from devices.text import adb_keyboard_broadcast, input_text_pieces, is_input_tex
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_EXIT_MARK = "UIS1-EXIT:"
+
+
+@dataclass(frozen=True)
+class ShellOutput:
+    stdout: bytes
+    stderr: bytes
+    status: int | None  # None when the device could not report it
+
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
 _GONE_MARKERS = ("not found", "offline", "unauthorized", "closed", "no devices", "device still authorizing")
@@ -73,6 +84,7 @@ class AdbDriver:
         self._device = client.device(serial)
         self._resolver = AppResolver(self.settings.app_aliases)
         self._u2: Any = None
+        self._features: str | None = None
         self._lock = asyncio.Lock()  # one action at a time on a phone
 
     @property
@@ -102,21 +114,56 @@ class AdbDriver:
         except Exception as exc:
             raise self._map_error(exc) from exc
 
+    def _run(self, command: str, timeout: float) -> ShellOutput:
+        """One command over a fresh transport, every read bounded by ``timeout``.
+
+        adbutils' own ``shell`` waits up to ten minutes for the device to accept the stream (a
+        wedged phone never does), so the stream is opened here with the deadline applied from
+        the first byte. Shell protocol v2 keeps stdout, stderr and the exit status apart; devices
+        without it (Android < 7) get v1 and an exit-status marker.
+        """
+        if self._features is None:
+            self._features = str(self._device.get_features())
+        v2 = "shell_v2" in self._features.split(",")
+        conn = self._device.open_transport(timeout=timeout)
+        try:
+            if not v2:
+                conn.send_command(f"shell:{command}; echo {_EXIT_MARK}$?")
+                conn.check_okay()
+                raw: bytes = conn.read_until_close(encoding=None)
+                body, _, code = raw.rpartition(_EXIT_MARK.encode())
+                if not code.strip().isdigit():
+                    return ShellOutput(raw, b"", None)
+                return ShellOutput(body.removesuffix(b"\n"), b"", int(code.strip()))
+            conn.send_command(f"shell,v2,raw:{command}")
+            conn.check_okay()
+            out, err = bytearray(), bytearray()
+            while True:
+                kind, length = struct.unpack("<BI", conn.read_exact(5))
+                data = conn.read_exact(length) if length else b""
+                if kind == 1:
+                    out.extend(data)
+                elif kind == 2:
+                    err.extend(data)
+                elif kind == 3:
+                    return ShellOutput(bytes(out), bytes(err), data[0] if data else None)
+        finally:
+            conn.close()
+
     async def shell(self, command: str, timeout: float | None = None) -> str:
         """Run a command line (already quoted) and return its output; stdout and stderr merged."""
         t = timeout or self.settings.command_timeout
-        output = await self._call(lambda: self._device.shell(command, timeout=t), t)
-        return str(output)
+        result = await self._call(lambda: self._run(command, t), t)
+        return (result.stdout + result.stderr).decode("utf-8", "replace")
 
     async def shell_checked(self, command: str, timeout: float | None = None) -> str:
-        """Run a command line with the v2 shell protocol; ``DeviceError`` on a non-zero exit."""
+        """Run a command line; ``DeviceError`` when it exits non-zero."""
         t = timeout or self.settings.command_timeout
-        result = await self._call(lambda: self._device.shell2(command, timeout=t, v2=True), t)
-        if result.returncode != 0:
-            raise DeviceError(
-                self._serial, f"`{command}` failed ({result.returncode}): {result.output.strip()}"
-            )
-        return str(result.stdout)
+        result = await self._call(lambda: self._run(command, t), t)
+        if result.status not in (0, None):
+            message = (result.stderr or result.stdout).decode("utf-8", "replace").strip()
+            raise DeviceError(self._serial, f"`{command}` failed ({result.status}): {message[:300]}")
+        return result.stdout.decode("utf-8", "replace")
 
     # -- observation -----------------------------------------------------------------------------
     async def screenshot(self) -> ScreenCapture:
@@ -125,11 +172,9 @@ class AdbDriver:
             args += ["-d", self.settings.display_id]
         t = self.settings.screenshot_timeout
         command = quote(*args)
-        result = await self._call(lambda: self._device.shell2(command, timeout=t, encoding=None, v2=True), t)
-        data: bytes = result.stdout if isinstance(result.stdout, bytes) else bytes(result.output)
-        warnings = (
-            result.stderr.decode("utf-8", "replace").strip() if isinstance(result.stderr, bytes) else ""
-        )
+        result = await self._call(lambda: self._run(command, t), t)
+        data = result.stdout
+        warnings = result.stderr.decode("utf-8", "replace").strip()
         start = data.find(PNG_MAGIC)
         if start < 0:
             raise DeviceError(
@@ -284,7 +329,14 @@ class AdbDriver:
                 return
             u2 = await self._uiautomator2()
             if u2 is not None:
-                await self._call(lambda: u2.send_keys(text), self.settings.command_timeout)
+                # uiautomator2 types through its own input method when installed (else the
+                # clipboard) and leaves it selected: put the user's back afterwards.
+                previous = await self._current_ime()
+                try:
+                    await self._call(lambda: u2.send_keys(text), self.settings.command_timeout)
+                finally:
+                    if previous and previous != await self._current_ime():
+                        await self.shell(quote("ime", "set", previous))
                 return
         raise TextInputUnsupported(
             self._serial,
@@ -296,8 +348,12 @@ class AdbDriver:
         out = await self.shell(quote("ime", "list", "-s", "-a"))
         return ADB_KEYBOARD in out.split()
 
+    async def _current_ime(self) -> str:
+        value = (await self.shell(quote("settings", "get", "secure", "default_input_method"))).strip()
+        return "" if value == "null" else value
+
     async def _type_with_adb_keyboard(self, text: str) -> None:
-        previous = (await self.shell(quote("settings", "get", "secure", "default_input_method"))).strip()
+        previous = await self._current_ime()
         if previous != ADB_KEYBOARD:
             await self.shell(quote("ime", "enable", ADB_KEYBOARD))
             await self.shell_checked(quote("ime", "set", ADB_KEYBOARD))
@@ -306,7 +362,7 @@ class AdbDriver:
             if "Broadcast completed" not in out:
                 raise DeviceError(self._serial, f"ADBKeyBoard did not take the text: {out.strip()[:200]}")
         finally:
-            if previous and previous != "null" and previous != ADB_KEYBOARD:
+            if previous and previous != ADB_KEYBOARD:
                 await self.shell(quote("ime", "set", previous))
 
     async def open_app(self, name: str) -> str:

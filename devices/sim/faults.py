@@ -18,8 +18,9 @@ class Faults:
     drop_mid_stream: bool = False  # the next stream is cut after its first chunk
     black_frames: bool = False  # screencap returns an all-black frame
     delay_s: float = 0.0  # every service answers this much later
+    display_warning: bool = False  # screencap prints a multi-display warning before the PNG
 
     def clear(self) -> None:
-        self.gone = self.offline = self.drop_mid_stream = self.black_frames = False
+        self.gone = self.offline = self.drop_mid_stream = self.black_frames = self.display_warning = False
         self.hang = set()
         self.delay_s = 0.0

@@ -84,6 +84,7 @@ class SimPhone:
         self.imes = [LATIN_IME] + ([ADB_KEYBOARD_IME] if unicode_ime else [])
         self.enabled_imes = list(self.imes)
         self.ime = LATIN_IME
+        self.installed: set[str] = set()  # packages installed with pm install (no UI of their own)
         self.files: dict[str, FileEntry] = {}
         self.command_log: list[str] = []
         self.u2_running = False
@@ -128,6 +129,7 @@ class SimPhone:
                 app.reset()
             self.stack = [self.launcher]
             self.screen_on = True
+            self.ime = LATIN_IME
 
     def _changed(self, what: str) -> None:
         for listener in list(self.listeners):

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -343,6 +345,12 @@ def _input(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) 
 def _screencap(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) -> Result:
     paths = [a for a in args if not a.startswith("-") and not a.isdigit()]
     png = phone.screenshot_png()
+    if phone.faults.display_warning and "-d" not in args:
+        # What foldables print, on stdout, when no display is named.
+        png = (
+            b"[Warning] Multiple displays were found, but no display id was specified! Defaulting to the first display found, however this default is not guaranteed to be consistent across captures. A display id should be specified.\n"
+            + png
+        )
     if paths:
         phone.files[paths[0]] = FileEntry(png)
         return Result()
@@ -418,6 +426,9 @@ def _broadcast(phone: SimPhone, args: list[str]) -> Result:
             text = base64.b64decode(_extra(args, "text") or "").decode("utf-8")
         elif action in ("ADB_CLEAR_TEXT", "ADB_KEYBOARD_CLEAR_TEXT") and phone.focused is not None:
             phone.focused.value = ""
+        elif action == "ADB_KEYBOARD_HIDE" and ime == U2_IME:
+            phone.focus(None)
+            return Result(stdout=header + b'Broadcast completed: result=-1 data="success"\n')
     except (ValueError, UnicodeDecodeError):
         return Result(stdout=header + b"Broadcast completed: result=0\n")
     if text is not None:
@@ -434,9 +445,49 @@ def _monkey(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str])
     return Result(stdout=b"  bash arg: -p\n  bash arg: " + pkg.encode() + b"\nEvents injected: 1\n")
 
 
+def _apk_package(data: bytes) -> str | None:
+    """The package an APK declares (read from its binary manifest's UTF-16 string pool)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as apk:
+            manifest = apk.read("AndroidManifest.xml")
+    except (zipfile.BadZipFile, KeyError):
+        return None
+    for known in KNOWN_APKS:
+        if known.encode("utf-16-le") in manifest:
+            return known
+    return "com.example.sideloaded"
+
+
+# Packages whose install changes the phone: uiautomator2's helper app brings its input method.
+KNOWN_APKS = {"com.github.uiautomator": U2_IME, "com.android.adbkeyboard": ADB_KEYBOARD_IME}
+
+
 def _pm(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) -> Result:
+    if args[:1] == ["install"]:
+        path = args[-1]
+        entry = phone.files.get(path)
+        package = _apk_package(entry.data) if entry is not None else None
+        if package is None:
+            return Result(stdout=b"Failure [INSTALL_FAILED_INVALID_APK]\n", code=1)
+        phone.installed.add(package)
+        ime = KNOWN_APKS.get(package)
+        if ime is not None and ime not in phone.imes:
+            phone.imes.append(ime)
+        return Result(stdout=b"Success\n")
+    if args[:1] == ["uninstall"] and len(args) >= 2:
+        package = args[-1]
+        if package not in phone.installed:
+            return Result(stdout=b"Failure [DELETE_FAILED_INTERNAL_ERROR]\n", code=1)
+        phone.installed.discard(package)
+        ime = KNOWN_APKS.get(package)
+        if ime is not None:
+            phone.imes = [i for i in phone.imes if i != ime]
+            phone.enabled_imes = [i for i in phone.enabled_imes if i != ime]
+            if phone.ime == ime:
+                phone.ime = phone.imes[0]
+        return Result(stdout=b"Success\n")
     if args[:2] == ["list", "packages"]:
-        pkgs = sorted(phone.apps)
+        pkgs = sorted({*phone.apps, *phone.installed})
         needle = next((a for a in args[2:] if not a.startswith("-")), "")
         return Result(stdout="".join(f"package:{p}\n" for p in pkgs if needle in p).encode())
     if args[:1] == ["clear"] and len(args) == 2:

@@ -187,3 +187,24 @@ def test_a_pulled_phone_gives_device_gone(driver, sim, fleet) -> None:  # type: 
 def test_coordinates_must_be_pixels(driver) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match="integer pixels"):
         run(driver.tap(0.5, 0.5))  # type: ignore[arg-type]
+
+
+def test_a_multi_display_warning_before_the_png_is_stripped(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.phone.faults.display_warning = True
+    capture = run(driver.screenshot())
+    assert capture.png.startswith(b"\x89PNG")
+    assert (capture.width, capture.height) == (1080, 2400)
+
+
+def test_a_wedged_phone_times_out_and_a_slow_one_is_waited_for(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    driver.settings.command_timeout = 1.0
+    sim.phone.faults.delay_s = 0.3
+    assert run(driver.screen_size()) == (1080, 2400)
+    sim.phone.faults.delay_s = 3.0
+    with pytest.raises(DeviceTimeout):
+        run(driver.foreground_app())
+    sim.phone.faults.delay_s = 0.0
+    sim.phone.faults.offline = True
+    with pytest.raises((DeviceTimeout, DeviceGone)):
+        run(driver.tap(10, 10))
+    sim.phone.faults.offline = False
