@@ -199,7 +199,7 @@ def split_commands(line: str) -> list[tuple[str, str]]:
     (so ``cmd; echo $?`` reports ``cmd``'s status).
     """
     parts: list[tuple[str, str]] = []
-    i, start, quote, depth = 0, 0, "", 0
+    i, start, quote = 0, 0, ""
     while i < len(line):
         ch = line[i]
         if quote:
@@ -212,11 +212,8 @@ def split_commands(line: str) -> list[tuple[str, str]]:
         elif ch == "\\":
             i += 1
         elif line.startswith("$(", i):
-            depth += 1
-            i += 1
-        elif ch == ")" and depth:
-            depth -= 1
-        elif depth == 0 and (line.startswith(("&&", "||"), i) or ch in ";|\n"):
+            i = _find_closing(line, i + 2)  # a substitution's own ; and | belong to it
+        elif line.startswith(("&&", "||"), i) or ch in ";|\n":
             op = line[i : i + 2] if line.startswith(("&&", "||"), i) else ch
             parts.append((line[start:i], op))
             i += len(op)

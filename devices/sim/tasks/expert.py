@@ -59,6 +59,13 @@ def tap_text(phone: SimPhone, text: str, *, exact: bool = True) -> ExpertAction:
     return tap(phone, by_text(text, exact=exact), repr(text))
 
 
+def dialog_button(phone: SimPhone, label: str) -> ExpertAction:
+    """Tap a button of the dialog on screen (Delete, Remove, OK...)."""
+    return tap(
+        phone, lambda v: v.text == label and v.rid.startswith("android:id/button"), f"the {label} button"
+    )
+
+
 def scroll_to(phone: SimPhone, predicate: Callable[[View], bool], what: str) -> Iterator[ExpertAction]:
     """Swipe the list up (finger moving up) until the item is fully on screen."""
     for _ in range(MAX_SCROLLS):

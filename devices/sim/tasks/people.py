@@ -10,7 +10,16 @@ from devices.sim.apps.contacts import DEFAULT_CONTACTS, Contacts
 from devices.sim.apps.messages import Messages
 from devices.sim.phone import SimPhone
 from devices.sim.tasks.base import ExpertAction, Outcome, Task
-from devices.sim.tasks.expert import by_rid, done, open_app, read, scroll_and_tap, tap, type_into
+from devices.sim.tasks.expert import (
+    by_rid,
+    dialog_button,
+    done,
+    open_app,
+    read,
+    scroll_and_tap,
+    tap,
+    type_into,
+)
 from devices.sim.tasks.registry import register
 
 NEW_PEOPLE = (("Quinn", "Adler"), ("Rosa", "Diaz"), ("Sven", "Lund"), ("Tariq", "Aziz"), ("Uma", "Rao"))
@@ -87,11 +96,7 @@ class DeleteContact(Task):
     def solve(self, phone: SimPhone) -> Iterator[ExpertAction]:
         yield from _open_contact(phone, self.params["name"])
         yield tap(phone, by_rid("delete"), "Delete")
-        yield tap(
-            phone,
-            lambda v: v.text == "Delete" and v.rid.startswith("android:id/button"),
-            "the confirm button",
-        )
+        yield dialog_button(phone, "Delete")
         yield done()
 
 

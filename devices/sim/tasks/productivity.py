@@ -11,7 +11,7 @@ from devices.sim.apps.files import DEFAULT_FOLDERS, Files
 from devices.sim.apps.notes import Notes
 from devices.sim.phone import SimPhone
 from devices.sim.tasks.base import ExpertAction, Outcome, Task
-from devices.sim.tasks.expert import done, need, open_app, scroll_to, tap, type_into
+from devices.sim.tasks.expert import dialog_button, done, need, open_app, scroll_to, tap, type_into
 from devices.sim.tasks.registry import register
 
 LABELS = ("Meds", "Standup", "Pick up kids", "Yoga", "Call mum")
@@ -127,7 +127,7 @@ class DeleteAlarm(_AlarmTask):
         yield open_app("Clock")
         alarm = need(phone, lambda v: v.desc == self.params["time"], self.params["time"])
         yield ExpertAction("long_press", coordinate=alarm.center, time=1.0)
-        yield tap(phone, lambda v: v.text == "Delete" and v.rid.startswith("android:id/button"), "Delete")
+        yield dialog_button(phone, "Delete")
         yield done()
 
 
@@ -198,11 +198,7 @@ class DeleteNote(Task):
         yield open_app("Notes")
         yield tap(phone, lambda v: v.text == self.params["title"], self.params["title"])
         yield tap(phone, lambda v: v.desc == "Delete", "Delete")
-        yield tap(
-            phone,
-            lambda v: v.text == "Delete" and v.rid.startswith("android:id/button"),
-            "the confirm button",
-        )
+        yield dialog_button(phone, "Delete")
         yield done()
 
 
@@ -237,12 +233,8 @@ class DeleteFile(_FileTask):
 
     def solve(self, phone: SimPhone) -> Iterator[ExpertAction]:
         yield from self._open_options(phone)
-        yield tap(phone, lambda v: v.text == "Delete" and v.rid.startswith("android:id/button"), "Delete")
-        yield tap(
-            phone,
-            lambda v: v.text == "Delete" and v.rid.startswith("android:id/button"),
-            "the confirm button",
-        )
+        yield dialog_button(phone, "Delete")
+        yield dialog_button(phone, "Delete")
         yield done()
 
 
@@ -257,5 +249,5 @@ class StarFile(_FileTask):
 
     def solve(self, phone: SimPhone) -> Iterator[ExpertAction]:
         yield from self._open_options(phone)
-        yield tap(phone, lambda v: v.text == "Star" and v.rid.startswith("android:id/button"), "Star")
+        yield dialog_button(phone, "Star")
         yield done()

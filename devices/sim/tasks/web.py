@@ -10,7 +10,7 @@ from devices.sim.apps.browser import RESULT_KINDS, Browser
 from devices.sim.apps.shop import PRODUCTS, Shop
 from devices.sim.phone import SimPhone
 from devices.sim.tasks.base import ExpertAction, Outcome, Task
-from devices.sim.tasks.expert import by_rid, done, open_app, scroll_and_tap, tap, type_into
+from devices.sim.tasks.expert import by_rid, dialog_button, done, open_app, scroll_and_tap, tap, type_into
 from devices.sim.tasks.registry import register
 
 QUERIES = ("weather in Lisbon", "best pizza near me", "how tall is Mount Everest", "python asyncio tutorial")
@@ -118,7 +118,7 @@ class RemoveFromCart(Task):
         yield tap(phone, lambda v: v.desc.startswith("Cart"), "the cart")
         item = next(v for v in phone.view().walk() if v.desc == self.params["product"])
         yield ExpertAction("long_press", coordinate=item.center, time=1.0)
-        yield tap(phone, lambda v: v.text == "Remove" and v.rid.startswith("android:id/button"), "Remove")
+        yield dialog_button(phone, "Remove")
         yield done()
 
 
