@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from agent.store import TrajectoryStore
 
 app = typer.Typer(
     help="The policy contract: prompt, response parsing, trajectory interchange.",
@@ -61,3 +64,147 @@ def convert(
         out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     steps = sum(len(json.loads(line)["steps"]) for line in lines)
     typer.echo(f"{len(lines)} episodes, {steps} steps", err=True)
+
+
+# `uis1 run GOAL` and `uis1 trajectories ...` are top-level commands (own entry points).
+run_app = typer.Typer(help="Run one episode on a device.", add_completion=False)
+
+
+@run_app.command("run")
+def run_episode(
+    goal: Annotated[str, typer.Argument(help='What to do, e.g. "Turn on Wi-Fi".')],
+    device: Annotated[str, typer.Option("--device", "-d", help="Device serial (see `uis1 devices list`).")],
+    policy: Annotated[
+        str, typer.Option(help="vllm (an OpenAI-compatible server) or local (in-process).")
+    ] = "vllm",
+    base_url: Annotated[
+        str | None, typer.Option(help="vLLM server URL (default from UIS1_POLICY__BASE_URL).")
+    ] = None,
+    served_model: Annotated[
+        str | None, typer.Option("--served-model", help="Served model or adapter name.")
+    ] = None,
+    model: Annotated[Path | None, typer.Option(help="Checkpoint directory for --policy local.")] = None,
+    adb_server: Annotated[str | None, typer.Option(help="adb server host:port.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Step budget.")] = None,
+) -> None:
+    """Run one episode on a device and print each step as it happens."""
+    import asyncio
+
+    from agent.episode import EpisodeRunner
+    from agent.prompt import PromptSettings
+    from agent.settings import AgentSettings
+    from agent.store import TrajectoryStore
+
+    settings = AgentSettings()
+    prompt = PromptSettings(resize=settings.resize)
+    if policy == "local":
+        if model is None:
+            raise typer.BadParameter("--policy local needs --model DIR")
+        from agent.local_policy import LocalPolicy
+
+        chosen: Any = LocalPolicy(model, prompt=prompt)
+    elif policy == "vllm":
+        from agent.vllm_policy import VllmPolicy
+
+        updates = {k: v for k, v in {"base_url": base_url, "model": served_model}.items() if v}
+        chosen = VllmPolicy(settings.policy.model_copy(update=updates), prompt=prompt)
+    else:
+        raise typer.BadParameter("--policy is vllm or local")
+    import adbutils
+
+    from devices.adb import AdbDriver
+
+    host, _, port = (adb_server or settings.adb_server).rpartition(":")
+    driver = AdbDriver(adbutils.AdbClient(host=host, port=int(port)), device)
+    store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
+    store.migrate()
+    episode_settings = settings.episode.model_copy(update={"max_steps": max_steps} if max_steps else {})
+
+    def show(episode, step) -> None:  # type: ignore[no-untyped-def]
+        what = (
+            step.action.to_json()
+            if step.action
+            else f"parse error: {step.parse_error.reason if step.parse_error else '?'}"
+        )
+        typer.echo(f"step {step.index}: {what}" + (f"  [{step.error}]" if step.error else ""))
+
+    runner = EpisodeRunner(chosen, driver, store, episode_settings, prompt=prompt, on_step=show)
+    episode = asyncio.run(runner.run(goal))
+    typer.echo(
+        f"episode {episode.id}: {episode.status.value}" + (f" ({episode.error})" if episode.error else "")
+    )
+    if episode.answer:
+        typer.echo(f"answer: {episode.answer}")
+    if episode.status.value != "succeeded":
+        raise typer.Exit(1)
+
+
+trajectories_app = typer.Typer(
+    help="Recorded episodes: list, show, export, import.", no_args_is_help=True, add_completion=False
+)
+
+
+def _store() -> TrajectoryStore:
+    from agent.settings import AgentSettings
+    from agent.store import TrajectoryStore
+
+    settings = AgentSettings()
+    store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
+    store.migrate()
+    return store
+
+
+@trajectories_app.command("list")
+def list_trajectories(
+    status: Annotated[str | None, typer.Option(help="succeeded, failed, error, cancelled, running.")] = None,
+    device: Annotated[str | None, typer.Option(help="Device serial.")] = None,
+    limit: Annotated[int, typer.Option(help="How many.")] = 20,
+) -> None:
+    """List recorded episodes, newest first."""
+    from agent.store import EpisodeQuery
+    from agent.trajectory import EpisodeStatus
+
+    query = EpisodeQuery(status=EpisodeStatus(status) if status else None, device_serial=device, limit=limit)
+    for episode in _store().query(query):
+        typer.echo(f"{episode.id}  {episode.created_at:%Y-%m-%d %H:%M}  {episode.status.value:<9}  "
+                   f"{len(episode.steps):>3} steps  {episode.goal}")  # fmt: skip
+
+
+@trajectories_app.command("show")
+def show_trajectory(episode_id: Annotated[str, typer.Argument(help="Episode id.")]) -> None:
+    """Print one episode as schema v1 JSON."""
+    try:
+        typer.echo(_store().get(episode_id).model_dump_json(indent=2))
+    except KeyError:
+        typer.echo(f"error: no episode {episode_id}", err=True)
+        raise typer.Exit(2) from None
+
+
+@trajectories_app.command("export")
+def export_trajectories(
+    out: Annotated[Path, typer.Argument(help="Folder to write episodes.jsonl and images/ into.")],
+    status: Annotated[str | None, typer.Option(help="Only episodes with this status.")] = None,
+) -> None:
+    """Export episodes as UI-S1 interchange JSONL with their screenshots."""
+    from agent.store import EpisodeQuery
+    from agent.trajectory import EpisodeStatus
+
+    store = _store()
+    episodes = (
+        store.query(EpisodeQuery(status=EpisodeStatus(status), limit=10**9)) if status else store.iter_all()
+    )
+    path = store.export_jsonl(episodes, out)
+    typer.echo(f"wrote {path}")
+
+
+@trajectories_app.command("import")
+def import_trajectories(source: Annotated[Path, typer.Argument(exists=True, dir_okay=False)]) -> None:
+    """Import an interchange JSONL file (screenshots beside it are copied into the store)."""
+    from agent.interchange import InterchangeError
+
+    try:
+        episodes = _store().import_jsonl(source)
+    except InterchangeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"imported {len(episodes)} episodes")

@@ -285,9 +285,18 @@ def _save_processor(spec: TinyModelSpec, tokenizer: Any, out: Path) -> None:
         image_processor=image_processor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE
     )
     processor.save_pretrained(out)
-    # Written as the stock processor, so that hosts with torchvision (vLLM's) load it with
-    # AutoProcessor; ``agent.checkpoint.load_processor`` handles hosts without.
-    _edit_json(out / "processor_config.json", processor_class="Qwen2_5_VLProcessor")
+    # Written as the stock processor, with the video processor's settings, so that hosts with
+    # torchvision (vLLM's) load it with AutoProcessor; ``agent.checkpoint.load_processor`` handles
+    # hosts without. The video section is what Qwen2VLVideoProcessor saves for these sizes.
+    video = {
+        "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
+        "do_sample_frames": False, "image_mean": list(image_processor.image_mean),
+        "image_std": list(image_processor.image_std), "max_frames": 768, "max_video_tokens": 128000,
+        "merge_size": 2, "min_frames": 4, "patch_size": 14, "resample": 3, "rescale_factor": 1 / 255,
+        "return_metadata": False, "size": {"longest_edge": spec.max_pixels * 2, "shortest_edge": spec.min_pixels},
+        "temporal_patch_size": 2, "video_processor_type": "Qwen2VLVideoProcessor",
+    }  # fmt: skip
+    _edit_json(out / "processor_config.json", processor_class="Qwen2_5_VLProcessor", video_processor=video)
     _edit_json(
         out / "tokenizer_config.json", tokenizer_class="Qwen2Tokenizer", drop=("is_local", "local_files_only")
     )

@@ -180,6 +180,8 @@ class Episode(BaseModel):
     # and unlabelled traffic is never used as expert data.
     is_successful: bool | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    answer: str | None = None  # what the policy answered, for questions
+    error: str | None = None  # why the episode ended, when it did not succeed
     created_at: datetime = Field(default_factory=utcnow)
     started_at: datetime | None = None
     finished_at: datetime | None = None

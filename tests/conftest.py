@@ -78,3 +78,51 @@ def sim(fleet):  # type: ignore[no-untyped-def]
     if states.get(device.serial) != "device":
         fleet.attach(device)
     return device
+
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "UIS1_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@pytest.fixture(scope="session")
+def postgres_url():  # type: ignore[no-untyped-def]
+    """A fresh PostgreSQL database for the session (dropped afterwards)."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    try:
+        admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            name = f"uis1_test_{uuid.uuid4().hex[:10]}"
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL not reachable at {POSTGRES_ADMIN_URL}: {exc}")
+        pytest.skip(f"PostgreSQL not reachable ({exc})")
+    url = POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):  # type: ignore[no-untyped-def]
+    """A migrated trajectory store on each database, empty for each test."""
+    from agent.store import TrajectoryStore
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'trajectories.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    store = TrajectoryStore(url, tmp_path / "screenshots")
+    store.migrate()
+    if request.param == "postgresql":
+        import sqlalchemy as sa
+
+        with store.engine.begin() as conn:
+            conn.execute(sa.text("TRUNCATE episodes CASCADE"))
+    yield store
+    store.engine.dispose()

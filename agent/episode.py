@@ -1,0 +1,234 @@
+"""The episode loop: goal + device + policy -> a recorded trajectory.
+
+Each step: screenshot, prompt with the policy's own history (METHOD.md §1), predict, parse, map
+coordinates to device pixels, let a reviewer approve or replace the action (human takeover),
+record the step durably, act. The loop stops on ``terminate``, on ``answer`` (recorded as the
+episode's answer), at the step budget, at the wall-clock deadline or on cancellation. A parse
+error is recorded and retried up to ``max_parse_errors`` times; device errors and policy outages
+end the episode with status ``error`` and the reason, keeping every step already recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.actions import Action, Answer, Terminate, TerminateStatus
+from agent.execution import from_device_action, perform, to_device_action
+from agent.geometry import Size
+from agent.parsing import format_response
+from agent.policy import Policy, PolicyError, SamplingSettings
+from agent.prompt import ImagePart, PromptSettings, Screenshot, build_conversation, prepare_image
+from agent.store import TrajectoryStore
+from agent.trajectory import (
+    ActionLabel,
+    DeviceRef,
+    Episode,
+    EpisodeStatus,
+    ImageSize,
+    Step,
+    StepSource,
+    StepTimings,
+    utcnow,
+)
+from devices.base import Device, DeviceError
+
+log = logging.getLogger(__name__)
+
+
+class EpisodeSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    max_steps: int = Field(30, gt=0)
+    timeout_s: float = Field(900.0, gt=0)
+    max_parse_errors: int = Field(2, ge=0)  # retries of a step whose response did not parse
+    settle_s: float = Field(0.5, ge=0)  # wait after an action for the screen to settle
+    model: str | None = None  # served model / adapter name; None = the policy's default
+    sampling: SamplingSettings = SamplingSettings()
+
+
+class Verdict(StrEnum):
+    APPROVE = "approve"
+    REPLACE = "replace"
+    ABORT = "abort"
+
+
+@dataclass(frozen=True)
+class Review:
+    verdict: Verdict = Verdict.APPROVE
+    action: Action | None = None  # the replacement, in device pixels (what a person taps)
+
+
+class StepReviewer(Protocol):
+    """Sees each proposed action before it runs: approve it, replace it (takeover) or abort."""
+
+    async def review(self, episode: Episode, step: Step) -> Review: ...
+
+
+@dataclass
+class EpisodeRunner:
+    policy: Policy
+    device: Device
+    store: TrajectoryStore
+    settings: EpisodeSettings = field(default_factory=EpisodeSettings)
+    prompt: PromptSettings = field(default_factory=PromptSettings)
+    reviewer: StepReviewer | None = None
+    on_step: Callable[[Episode, Step], Awaitable[None] | None] | None = None
+    _current: Episode | None = None  # the episode as last recorded, for timeouts and cancellation
+
+    async def _save(self, episode: Episode, step: Step | None = None) -> None:
+        if step is not None:
+            await asyncio.to_thread(self.store.save_step, episode.id, step)
+        else:
+            await asyncio.to_thread(self.store.save_episode, episode)
+
+    async def _notify(self, episode: Episode, step: Step) -> None:
+        if self.on_step is not None:
+            result = self.on_step(episode, step)
+            if result is not None:
+                await result
+
+    async def run(
+        self, goal: str, *, episode_id: str | None = None, cancel: asyncio.Event | None = None
+    ) -> Episode:
+        info = None
+        try:
+            info = await self.device.info()
+        except DeviceError as exc:
+            log.warning("device info unavailable: %s", exc)
+        episode = Episode(
+            **({"id": episode_id} if episode_id else {}),
+            goal=goal,
+            device=DeviceRef(serial=self.device.serial, model=info.model if info else None),
+            model_version=self.settings.model or self.policy.model_version,
+            status=EpisodeStatus.RUNNING,
+            started_at=utcnow(),
+        )
+        await self._save(episode)
+        self._current = episode
+        try:
+            # The loop checks its deadline between steps; this bounds a step that hangs.
+            episode = await asyncio.wait_for(self._loop(episode, cancel), self.settings.timeout_s + 5)
+        except TimeoutError:
+            episode = self._finish(self._current or episode, EpisodeStatus.FAILED, "wall-clock timeout")
+        except asyncio.CancelledError:
+            await self._save(self._finish(self._current or episode, EpisodeStatus.CANCELLED, "cancelled"))
+            raise
+        await self._save(episode)
+        return episode
+
+    @staticmethod
+    def _finish(episode: Episode, status: EpisodeStatus, reason: str | None = None) -> Episode:
+        return episode.model_copy(update={"status": status, "finished_at": utcnow(), "error": reason})
+
+    async def _loop(self, episode: Episode, cancel: asyncio.Event | None) -> Episode:
+        screens: list[ImagePart] = []
+        history: list[str] = []
+        parse_errors = 0
+        index = 0
+        deadline = time.monotonic() + self.settings.timeout_s
+        while index < self.settings.max_steps:
+            if cancel is not None and cancel.is_set():
+                return self._finish(episode, EpisodeStatus.CANCELLED, "cancelled")
+            if time.monotonic() > deadline:
+                return self._finish(episode, EpisodeStatus.FAILED, "wall-clock timeout")
+            started = utcnow()
+            t0 = time.perf_counter()
+            try:
+                capture = await self.device.screenshot()
+            except DeviceError as exc:
+                return self._finish(episode, EpisodeStatus.ERROR, f"device error: {exc}")
+            ref = await asyncio.to_thread(
+                self.store.screenshots.put, capture.png, capture.width, capture.height
+            )
+            part = prepare_image(Screenshot(capture.png, Size(capture.width, capture.height)), self.prompt)
+            device_s = time.perf_counter() - t0
+            turns = build_conversation(episode.goal, [*screens, part], history, self.prompt)
+            try:
+                result = await self.policy.predict(
+                    turns, sampling=self.settings.sampling, model=self.settings.model
+                )
+            except PolicyError as exc:
+                return self._finish(episode, EpisodeStatus.ERROR, f"policy error: {exc}")
+            geometry = part.geometry
+            step = Step(
+                index=index,
+                screenshot=ref,
+                resized=ImageSize(width=geometry.resized.width, height=geometry.resized.height),
+                raw_response=result.raw,
+                action=result.parsed.action,
+                parse_error=result.parsed.error,
+                model_version=result.model_version,
+                timings=StepTimings(policy_s=result.latency_s, device_s=device_s),
+                started_at=started,
+            )
+            if result.parsed.action is None:
+                parse_errors += 1
+                step = step.model_copy(update={"ended_at": utcnow()})
+                await self._save(episode, step)
+                episode = episode.model_copy(update={"steps": [*episode.steps, step]})
+                self._current = episode
+                await self._notify(episode, step)
+                index += 1
+                if parse_errors > self.settings.max_parse_errors:
+                    reason = (
+                        f"unparseable response ({result.parsed.error.reason if result.parsed.error else '?'})"
+                    )
+                    return self._finish(episode, EpisodeStatus.FAILED, reason)
+                continue  # the same screen again; the bad response stays out of the history
+            action = result.parsed.action
+            device_action = to_device_action(action, geometry)
+            step = step.model_copy(update={"device_action": device_action})
+            if self.reviewer is not None:
+                review = await self.reviewer.review(episode, step)
+                if review.verdict is Verdict.ABORT:
+                    await self._save(
+                        episode,
+                        step.model_copy(update={"ended_at": utcnow(), "error": "aborted by reviewer"}),
+                    )
+                    return self._finish(episode, EpisodeStatus.CANCELLED, "aborted by reviewer")
+                if review.verdict is Verdict.REPLACE and review.action is not None:
+                    device_action = review.action
+                    action = from_device_action(review.action, geometry)
+                    step = step.model_copy(update={"source": StepSource.HUMAN, "device_action": device_action,
+                                                   "expert": ActionLabel.from_action(device_action)})  # fmt: skip
+            # Durable before the action reaches the phone.
+            await self._save(episode, step)
+            t1 = time.perf_counter()
+            error = None
+            try:
+                await perform(self.device, device_action)
+                if not isinstance(device_action, Answer | Terminate) and self.settings.settle_s:
+                    await asyncio.sleep(self.settings.settle_s)
+            except DeviceError as exc:
+                error = f"device error: {exc}"
+            step = step.model_copy(update={
+                "ended_at": utcnow(), "error": error,
+                "timings": StepTimings(policy_s=result.latency_s, device_s=device_s + time.perf_counter() - t1),
+            })  # fmt: skip
+            await self._save(episode, step)
+            episode = episode.model_copy(update={"steps": [*episode.steps, step]})
+            self._current = episode
+            await self._notify(episode, step)
+            if error is not None:
+                return self._finish(episode, EpisodeStatus.ERROR, error)
+            screens.append(part)
+            history.append(result.raw if step.source is StepSource.POLICY else format_response(action))
+            index += 1
+            if isinstance(action, Terminate):
+                ok = action.status is TerminateStatus.SUCCESS
+                return self._finish(episode, EpisodeStatus.SUCCEEDED if ok else EpisodeStatus.FAILED,
+                                    None if ok else "the policy gave up")  # fmt: skip
+            if isinstance(action, Answer):
+                episode = episode.model_copy(update={"answer": action.text})
+                return self._finish(episode, EpisodeStatus.SUCCEEDED)
+        return self._finish(
+            episode, EpisodeStatus.FAILED, f"step budget of {self.settings.max_steps} used up"
+        )

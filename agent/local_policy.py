@@ -1,0 +1,105 @@
+"""``LocalPolicy``: the policy run in-process with transformers (CPU or GPU).
+
+Loads any Qwen2.5-VL checkpoint directory in Hugging Face format through ``agent.checkpoint``,
+optionally with a PEFT (LoRA) adapter on top. Generation runs in a worker thread, one request at a
+time per model (a model instance is not safe to share between concurrent generate calls). Used for
+development, CPU-only hosts and the trainer's rollouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.checkpoint import load_model, load_processor, vision_token_ids
+from agent.policy import PolicyError, PolicyResult, SamplingSettings
+from agent.prompt import PromptSettings, Turn, to_chat_template_input
+
+
+class LocalPolicy:
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        adapter_dir: str | Path | None = None,
+        model_version: str | None = None,
+        prompt: PromptSettings | None = None,
+        sampling: SamplingSettings | None = None,
+        device: str = "cpu",
+        dtype: str = "auto",
+    ) -> None:
+        self.prompt = prompt or PromptSettings()
+        self.sampling = sampling or SamplingSettings()
+        self.processor = load_processor(model_dir, self.prompt.resize)
+        model = load_model(model_dir, dtype=dtype, device=device)
+        if adapter_dir is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(adapter_dir))
+            model.eval()
+        self.model = model
+        self.device = device
+        self._version = model_version or Path(adapter_dir or model_dir).name
+        self._suppress = vision_token_ids(self.processor.tokenizer)
+        self._lock = asyncio.Lock()
+
+    @property
+    def model_version(self) -> str:
+        return self._version
+
+    def encode(self, turns: Sequence[Turn]) -> Any:
+        """The model inputs for a conversation, with the generation prompt appended."""
+        messages, images = to_chat_template_input(turns)
+        text = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.processor(text=[text], images=images or None, return_tensors="pt").to(self.device)
+
+    def _generate(self, turns: Sequence[Turn], sampling: SamplingSettings) -> PolicyResult:
+        import torch
+
+        start = time.perf_counter()
+        inputs = self.encode(turns)
+        greedy = sampling.temperature == 0.0
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_tokens,
+            "do_sample": not greedy,
+            "suppress_tokens": self._suppress,
+            "return_dict_in_generate": True,
+            "output_scores": sampling.logprobs,
+        }
+        if not greedy:
+            kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p)
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, **kwargs)
+        prompt_len = inputs["input_ids"].shape[1]
+        new_tokens = out.sequences[0, prompt_len:]
+        raw = self.processor.tokenizer.decode(new_tokens, skip_special_tokens=True)
+        logprobs = None
+        if sampling.logprobs:
+            scores = torch.stack(out.scores, dim=0)[:, 0, :].float().log_softmax(-1)
+            logprobs = scores.gather(1, new_tokens[: scores.shape[0]].unsqueeze(1)).squeeze(1).tolist()
+        return PolicyResult.from_text(
+            raw,
+            model_version=self._version,
+            prompt_tokens=int(prompt_len),
+            completion_tokens=int(new_tokens.numel()),
+            latency_s=time.perf_counter() - start,
+            logprobs=logprobs,
+        )
+
+    async def predict(
+        self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
+    ) -> PolicyResult:
+        if model is not None and model != self._version:
+            raise PolicyError(f"this local policy serves {self._version!r} only, not {model!r}")
+        async with self._lock:
+            return await asyncio.to_thread(self._generate, turns, sampling or self.sampling)
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,161 @@
+"""``VllmPolicy``: the policy served by vLLM, over its OpenAI-compatible chat completions API.
+
+Images travel inline as base64 data URLs, already smart-resized by the prompt builder, so the
+server sees exactly the size the coordinates refer to. Connection errors, timeouts, 429 and 5xx
+are retried a bounded number of times with exponential backoff; any other 4xx is the request's
+fault and is not retried. The served model (base or LoRA adapter) is chosen per request, which
+is how a hot swap or a rollback moves traffic without touching the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.policy import PolicyRejected, PolicyResult, PolicyUnavailable, SamplingSettings
+from agent.prompt import PromptSettings, Turn, to_openai_messages
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+class VllmSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    base_url: str = "http://127.0.0.1:8000"
+    model: str = "ui-s1-7b"  # the served model name (or an adapter's name)
+    api_key: str | None = None  # vLLM's --api-key, when set
+    timeout_s: float = Field(60.0, gt=0)
+    connect_timeout_s: float = Field(5.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+    backoff_s: float = Field(0.5, ge=0)
+    max_connections: int = Field(64, gt=0)
+    # Token ids never to generate (the vision tokens, for a model that might emit them).
+    suppress_token_ids: tuple[int, ...] = ()
+
+
+class VllmPolicy:
+    def __init__(
+        self,
+        settings: VllmSettings | None = None,
+        *,
+        prompt: PromptSettings | None = None,
+        sampling: SamplingSettings | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.settings = settings or VllmSettings()
+        self.prompt = prompt or PromptSettings()
+        self.sampling = sampling or SamplingSettings()
+        headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=self.settings.base_url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(self.settings.timeout_s, connect=self.settings.connect_timeout_s),
+            limits=httpx.Limits(max_connections=self.settings.max_connections),
+            transport=transport,
+        )
+
+    @property
+    def model_version(self) -> str:
+        return self.settings.model
+
+    def _body(self, turns: Sequence[Turn], sampling: SamplingSettings, model: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": to_openai_messages(turns, self.prompt),
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "n": 1,
+        }
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if sampling.logprobs:
+            body["logprobs"] = True
+        if self.settings.suppress_token_ids:
+            body["logit_bias"] = {str(t): -100 for t in self.settings.suppress_token_ids}
+        return body
+
+    async def predict(
+        self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
+    ) -> PolicyResult:
+        s = sampling or self.sampling
+        name = model or self.settings.model
+        body = self._body(turns, s, name)
+        start = time.perf_counter()
+        data = await self._post("/v1/chat/completions", body)
+        latency = time.perf_counter() - start
+        try:
+            choice = data["choices"][0]
+            raw = choice["message"]["content"] or ""
+            usage: Mapping[str, Any] = data.get("usage") or {}
+        except (KeyError, IndexError, TypeError) as exc:
+            raise PolicyUnavailable(f"malformed completion from {self.settings.base_url}: {exc!r}") from None
+        logprobs = None
+        content = (choice.get("logprobs") or {}).get("content") if s.logprobs else None
+        if content:
+            logprobs = [float(item["logprob"]) for item in content]
+        return PolicyResult.from_text(
+            raw,
+            model_version=str(data.get("model") or name),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            latency_s=latency,
+            logprobs=logprobs,
+        )
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        attempt = 0
+        while True:
+            try:
+                response = await self._client.post(path, json=body)
+            except (httpx.TransportError, httpx.TimeoutException) as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code < 400:
+                    return dict(response.json())
+                detail = _error_message(response)
+                if response.status_code not in RETRYABLE_STATUS:
+                    raise PolicyRejected(f"{response.status_code} from the policy server: {detail}")
+                problem = f"{response.status_code}: {detail}"
+            if attempt >= self.settings.max_retries:
+                raise PolicyUnavailable(
+                    f"policy server {self.settings.base_url} failed after {attempt + 1} attempts ({problem})"
+                )
+            delay = self.settings.backoff_s * (2**attempt)
+            log.warning("policy request failed (%s); retrying in %.1fs", problem, delay)
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    async def health(self) -> bool:
+        try:
+            response = await self._client.get("/health")
+        except (httpx.TransportError, httpx.TimeoutException):
+            return False
+        return response.status_code == 200
+
+    async def served_models(self) -> list[str]:
+        response = await self._client.get("/v1/models")
+        response.raise_for_status()
+        return [m["id"] for m in response.json().get("data", [])]
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:300]
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message", error))[:300]
+    return str(data.get("message", data) if isinstance(data, dict) else data)[:300]

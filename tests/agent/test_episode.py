@@ -1,0 +1,167 @@
+"""The episode loop on a simulated phone behind the real adb server, recording into real databases."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from agent.actions import Click
+from agent.episode import EpisodeRunner, EpisodeSettings, Review, Verdict
+from agent.expert_policy import ExpertPolicy
+from agent.policy import PolicyResult, SamplingSettings
+from agent.prompt import Turn
+from agent.trajectory import EpisodeStatus, StepSource
+from agent.vllm_policy import VllmPolicy, VllmSettings
+from devices.adb import AdbDriver, DriverSettings
+from devices.sim.tasks import TASKS, Outcome
+
+pytestmark = pytest.mark.timeout(120)
+FAST = EpisodeSettings(settle_s=0.0, max_steps=25)
+
+
+def _driver(fleet, sim):  # type: ignore[no-untyped-def]
+    return AdbDriver(fleet.client(), sim.serial, DriverSettings(use_uiautomator2=False))
+
+
+@pytest.mark.parametrize("task_name", ["wifi_on", "reply_to_message", "phone_number_question"])
+def test_an_episode_solves_the_task_and_records_every_step(store, fleet, sim, task_name: str) -> None:  # type: ignore[no-untyped-def]
+    task = TASKS[task_name].create(0)
+    task.initialize(sim.phone)
+    runner = EpisodeRunner(ExpertPolicy(task, sim.phone), _driver(fleet, sim), store, FAST)
+    episode = asyncio.run(runner.run(task.goal))
+    assert episode.status is EpisodeStatus.SUCCEEDED, episode.error
+    assert task.is_successful(sim.phone, Outcome(answer=episode.answer))
+    stored = store.get(episode.id)
+    assert stored == episode
+    assert stored.device is not None
+    assert stored.device.serial == sim.serial
+    assert stored.device.model == "Pixel 8"
+    for step in stored.steps:
+        assert step.raw_response is not None
+        assert step.action is not None
+        assert step.device_action is not None
+        assert step.model_version == "expert"
+        assert step.timings.device_s is not None
+        assert store.screenshots.path(step.screenshot.sha256 or "").is_file()
+        assert step.resized is not None
+        assert (step.resized.width, step.resized.height) == (1092, 2408)
+    if task.question:
+        assert episode.answer
+
+
+class Garbage:
+    """A policy that always answers something unparseable (as a broken fine-tune would)."""
+
+    model_version = "garbage"
+
+    async def predict(
+        self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
+    ) -> PolicyResult:
+        return PolicyResult.from_text("I would tap the Wi-Fi switch.", model_version="garbage")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_unparseable_responses_are_recorded_then_fail_the_episode(store, fleet, sim) -> None:  # type: ignore[no-untyped-def]
+    runner = EpisodeRunner(
+        Garbage(), _driver(fleet, sim), store, EpisodeSettings(settle_s=0, max_parse_errors=2)
+    )
+    episode = asyncio.run(runner.run("Turn on Wi-Fi"))
+    assert episode.status is EpisodeStatus.FAILED
+    assert episode.error == "unparseable response (no_action_tag)"
+    stored = store.get(episode.id)
+    assert len(stored.steps) == 3
+    assert all(s.parse_error is not None and s.action is None for s in stored.steps)
+    assert all(s.raw_response == "I would tap the Wi-Fi switch." for s in stored.steps)
+
+
+def test_the_tiny_model_runs_an_episode_through_the_local_backend(store, fleet, sim, tiny_model_dir) -> None:  # type: ignore[no-untyped-def]
+    from agent.geometry import ResizeSettings
+    from agent.local_policy import LocalPolicy
+    from agent.prompt import PromptSettings
+
+    prompt = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
+    policy = LocalPolicy(tiny_model_dir, prompt=prompt, sampling=SamplingSettings(max_tokens=16))
+    runner = EpisodeRunner(
+        policy, _driver(fleet, sim), store, EpisodeSettings(settle_s=0, max_parse_errors=1), prompt=prompt
+    )
+    episode = asyncio.run(runner.run("Turn on Wi-Fi"))
+    # A random model writes no valid action: each step is kept, with its raw text and the reason.
+    assert episode.status is EpisodeStatus.FAILED
+    assert len(store.get(episode.id).steps) == 2
+    assert all(s.model_version == tiny_model_dir.name and s.raw_response for s in episode.steps)
+
+
+def test_a_person_can_take_over_a_step(store, fleet, sim) -> None:  # type: ignore[no-untyped-def]
+    from devices.sim.ui import find
+
+    task = TASKS["open_app"].create(0)
+    task.initialize(sim.phone)
+    icon = find(sim.phone.view(), desc="Settings")
+    assert icon is not None
+
+    class TakeOver:
+        def __init__(self) -> None:
+            self.seen = 0
+
+        async def review(self, episode, step):  # type: ignore[no-untyped-def]
+            self.seen += 1
+            if step.index == 0:
+                return Review(Verdict.REPLACE, Click(coordinate=icon.center))
+            return Review()
+
+    runner = EpisodeRunner(
+        ExpertPolicy(task, sim.phone), _driver(fleet, sim), store, FAST, reviewer=TakeOver()
+    )
+    episode = asyncio.run(runner.run(task.goal))
+    first = store.get(episode.id).steps[0]
+    assert first.source is StepSource.HUMAN
+    assert first.device_action == Click(coordinate=icon.center)
+    assert first.expert is not None
+    assert first.expert.coordinate == icon.center
+    assert sim.phone.foreground.package == "com.android.settings"
+
+
+def test_a_vanished_phone_ends_the_episode_with_a_device_error(store, fleet, sim) -> None:  # type: ignore[no-untyped-def]
+    task = TASKS["create_contact"].create(0)
+    task.initialize(sim.phone)
+    seen: list[int] = []
+
+    def pull_cable(episode, step) -> None:  # type: ignore[no-untyped-def]
+        seen.append(step.index)
+        if step.index == 1:
+            sim.phone.faults.gone = True
+            sim.adbd.drop_connections()
+
+    driver = _driver(fleet, sim)
+    driver.settings.command_timeout = 3
+    runner = EpisodeRunner(ExpertPolicy(task, sim.phone), driver, store, FAST, on_step=pull_cable)
+    episode = asyncio.run(runner.run(task.goal))
+    sim.phone.faults.gone = False
+    assert episode.status is EpisodeStatus.ERROR
+    assert episode.error is not None
+    assert episode.error.startswith("device error")
+    assert len(store.get(episode.id).steps) == 2
+
+
+def test_a_dead_policy_server_ends_the_episode_with_a_policy_error(store, fleet, sim) -> None:  # type: ignore[no-untyped-def]
+    dead = VllmPolicy(VllmSettings(base_url="http://127.0.0.1:9", max_retries=1, backoff_s=0.01))
+    runner = EpisodeRunner(dead, _driver(fleet, sim), store, FAST)
+    episode = asyncio.run(runner.run("Turn on Wi-Fi"))
+    assert episode.status is EpisodeStatus.ERROR
+    assert episode.error is not None
+    assert "policy error" in episode.error
+    assert "after 2 attempts" in episode.error
+    assert store.get(episode.id).status is EpisodeStatus.ERROR
+
+
+def test_cancellation_is_recorded(store, fleet, sim) -> None:  # type: ignore[no-untyped-def]
+    cancel = asyncio.Event()
+    cancel.set()
+    runner = EpisodeRunner(Garbage(), _driver(fleet, sim), store, FAST)
+    episode = asyncio.run(runner.run("Turn on Wi-Fi", cancel=cancel))
+    assert episode.status is EpisodeStatus.CANCELLED
+    assert store.get(episode.id).status is EpisodeStatus.CANCELLED

@@ -1,0 +1,175 @@
+"""The vLLM backend against a real vLLM server (its CPU build) serving the tiny model.
+
+The server starts once for this module (about a minute) and is killed by the last test, to see
+the client and the episode loop cope with a policy server that dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from agent.checkpoint import vision_token_ids
+from agent.geometry import ResizeSettings
+from agent.policy import PolicyRejected, PolicyUnavailable, SamplingSettings
+from agent.prompt import PromptSettings, Screenshot, build_conversation
+from agent.vllm_policy import VllmPolicy, VllmSettings
+
+REPO = Path(__file__).resolve().parents[2]
+VENV = Path(os.environ.get("UIS1_VLLM_VENV", REPO / ".venv-vllm"))
+PROMPT = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
+SAMPLING = SamplingSettings(max_tokens=24)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def vllm(tiny_model_dir: Path):  # type: ignore[no-untyped-def]
+    if not (VENV / "bin" / "python").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"no vLLM environment at {VENV}: run scripts/vllm-cpu setup")
+        pytest.skip(f"no vLLM environment at {VENV} (scripts/vllm-cpu setup)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = (REPO / ".cache").resolve()
+    log.mkdir(exist_ok=True)
+    out = (log / "vllm-test.log").open("wb")
+    proc = subprocess.Popen(
+        [str(REPO / "scripts" / "vllm-cpu"), "serve", str(tiny_model_dir), "--port", str(port)],
+        stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 280
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"vLLM exited with {proc.returncode}; see {log / 'vllm-test.log'}")
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("vLLM did not become healthy")
+    yield {"base_url": base, "model": tiny_model_dir.name, "proc": proc}
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out.close()
+
+
+def _turns(shade: int = 30):  # type: ignore[no-untyped-def]
+    shot = Screenshot.from_image(Image.new("RGB", (360, 800), (200, shade, 30)))
+    return build_conversation("Open Clock", [shot], [], PROMPT)
+
+
+def _policy(vllm, local, **kw) -> VllmPolicy:  # type: ignore[no-untyped-def]
+    settings = VllmSettings(base_url=vllm["base_url"], model=vllm["model"],
+                            suppress_token_ids=tuple(vision_token_ids(local.processor.tokenizer)), **kw)  # fmt: skip
+    return VllmPolicy(settings, prompt=PROMPT, sampling=SAMPLING)
+
+
+@pytest.fixture(scope="module")
+def local(tiny_model_dir: Path):  # type: ignore[no-untyped-def]
+    from agent.local_policy import LocalPolicy
+
+    return LocalPolicy(tiny_model_dir, prompt=PROMPT, sampling=SAMPLING)
+
+
+def test_greedy_vllm_output_equals_the_local_backend(vllm, local) -> None:  # type: ignore[no-untyped-def]
+    async def both() -> tuple[list[str], list[str], list[int]]:
+        remote = _policy(vllm, local)
+        try:
+            turns = [_turns(s) for s in (10, 120, 240)]
+            a = [await local.predict(t) for t in turns]
+            b = [await remote.predict(t) for t in turns]
+            return [r.raw for r in a], [r.raw for r in b], [r.prompt_tokens or 0 for r in b]
+        finally:
+            await remote.aclose()
+
+    local_out, remote_out, prompt_tokens = asyncio.run(both())
+    assert remote_out == local_out
+    assert all(text for text in remote_out)
+    assert prompt_tokens[0] > 100  # the image's tokens are in the prompt
+
+
+def test_concurrent_requests_and_token_accounting(vllm, local) -> None:  # type: ignore[no-untyped-def]
+    async def many() -> list:  # type: ignore[type-arg]
+        remote = _policy(vllm, local)
+        try:
+            return list(await asyncio.gather(*(remote.predict(_turns(i * 20)) for i in range(6))))
+        finally:
+            await remote.aclose()
+
+    results = asyncio.run(many())
+    assert len(results) == 6
+    assert all(r.completion_tokens and r.completion_tokens <= 24 for r in results)
+    assert all(r.model_version == vllm["model"] for r in results)
+
+
+def test_an_unknown_model_or_too_many_images_is_rejected_without_retry(vllm, local) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        remote = _policy(vllm, local, max_retries=3)
+        try:
+            with pytest.raises(PolicyRejected, match="404"):
+                await remote.predict(_turns(), model="no-such-adapter")
+            shots = [Screenshot.from_image(Image.new("RGB", (360, 800), (i, 0, 0))) for i in range(3)]
+            three = build_conversation(
+                "g", shots, ["a", "b"], PromptSettings(image_limit=3, resize=PROMPT.resize)
+            )
+            with pytest.raises(PolicyRejected, match="400"):
+                await remote.predict(three)
+        finally:
+            await remote.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_killed_server_gives_policy_unavailable_and_ends_the_episode(
+    vllm, local, tmp_path, fleet, sim
+) -> None:  # type: ignore[no-untyped-def]
+    from agent.episode import EpisodeRunner, EpisodeSettings
+    from agent.store import TrajectoryStore
+    from agent.trajectory import EpisodeStatus
+    from devices.adb import AdbDriver, DriverSettings
+
+    store = TrajectoryStore(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "shots")
+    store.migrate()
+    remote = _policy(vllm, local, max_retries=1, backoff_s=0.1, timeout_s=20)
+    driver = AdbDriver(fleet.client(), sim.serial, DriverSettings(use_uiautomator2=False))
+
+    def kill_after_first(episode, step) -> None:  # type: ignore[no-untyped-def]
+        if step.index == 0 and vllm["proc"].poll() is None:
+            os.killpg(vllm["proc"].pid, signal.SIGKILL)
+            vllm["proc"].wait(30)
+
+    runner = EpisodeRunner(remote, driver, store, EpisodeSettings(settle_s=0, max_parse_errors=5),
+                           prompt=PROMPT, on_step=kill_after_first)  # fmt: skip
+    episode = asyncio.run(runner.run("Turn on Wi-Fi"))
+    assert episode.status is EpisodeStatus.ERROR
+    assert episode.error is not None
+    assert "policy error" in episode.error
+    recorded = store.get(episode.id)
+    assert len(recorded.steps) == 1  # the step taken before the server died is kept
+    assert recorded.steps[0].raw_response
+
+    async def after() -> None:
+        with pytest.raises(PolicyUnavailable):
+            await remote.predict(_turns())
+        await remote.aclose()
+
+    asyncio.run(after())

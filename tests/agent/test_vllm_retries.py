@@ -1,0 +1,64 @@
+"""Retry rules of the vLLM client, at the HTTP transport level."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from agent.policy import PolicyRejected, PolicyUnavailable
+from agent.prompt import TextPart, Turn
+from agent.vllm_policy import VllmPolicy, VllmSettings
+
+TURNS = [Turn("user", (TextPart("hi"),))]
+OK = {"model": "m", "choices": [{"message": {"content": '<think>t</think><action>{"action": "wait", "time": 1}</action>'}}],
+      "usage": {"prompt_tokens": 3, "completion_tokens": 9}}  # fmt: skip
+
+
+def _policy(statuses: list[int], **kw) -> tuple[VllmPolicy, list[dict]]:  # type: ignore[no-untyped-def,type-arg]
+    seen: list[dict] = []  # type: ignore[type-arg]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        import json
+
+        seen.append(json.loads(request.content))
+        status = statuses.pop(0) if statuses else 200
+        if status == 200:
+            return httpx.Response(200, json=OK)
+        return httpx.Response(status, json={"error": {"message": f"status {status}"}})
+
+    settings = VllmSettings(base_url="http://policy", backoff_s=0.0, **kw)
+    return VllmPolicy(settings, transport=httpx.MockTransport(handler)), seen
+
+
+def test_5xx_and_429_are_retried_then_succeed() -> None:
+    policy, seen = _policy([503, 429, 500], max_retries=3)
+    result = asyncio.run(policy.predict(TURNS))
+    assert len(seen) == 4
+    assert result.parsed.ok
+    assert result.prompt_tokens == 3
+    assert result.model_version == "m"
+
+
+def test_retries_are_bounded() -> None:
+    policy, seen = _policy([503] * 10, max_retries=2)
+    with pytest.raises(PolicyUnavailable, match="after 3 attempts"):
+        asyncio.run(policy.predict(TURNS))
+    assert len(seen) == 3
+
+
+def test_4xx_is_not_retried() -> None:
+    policy, seen = _policy([400], max_retries=5)
+    with pytest.raises(PolicyRejected, match="status 400"):
+        asyncio.run(policy.predict(TURNS))
+    assert len(seen) == 1
+
+
+def test_the_model_is_chosen_per_request_and_sampling_is_sent() -> None:
+    policy, seen = _policy([], model="base")
+    asyncio.run(policy.predict(TURNS))
+    asyncio.run(policy.predict(TURNS, model="adapter-v7"))
+    assert [s["model"] for s in seen] == ["base", "adapter-v7"]
+    assert seen[0]["temperature"] == 0.0
+    assert seen[0]["max_tokens"] == 512
