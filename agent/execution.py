@@ -7,6 +7,8 @@ trajectory records as executed. ``answer`` and ``terminate`` do nothing on the p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agent.actions import (
     Action,
     Answer,
@@ -24,31 +26,23 @@ from agent.geometry import ScreenGeometry
 from devices.base import Button, Device
 
 
-def to_device_action(action: Action, geometry: ScreenGeometry) -> Action:
+def _map_points(action: Action, mapping: Callable[[tuple[int, int]], tuple[int, int]]) -> Action:
     if isinstance(action, Click):
-        return Click(coordinate=geometry.to_device(action.coordinate))
+        return Click(coordinate=mapping(action.coordinate))
     if isinstance(action, LongPress):
-        return LongPress(coordinate=geometry.to_device(action.coordinate), time=action.time)
+        return LongPress(coordinate=mapping(action.coordinate), time=action.time)
     if isinstance(action, Swipe):
-        return Swipe(
-            coordinate=geometry.to_device(action.coordinate),
-            coordinate2=geometry.to_device(action.coordinate2),
-        )
+        return Swipe(coordinate=mapping(action.coordinate), coordinate2=mapping(action.coordinate2))
     return action
+
+
+def to_device_action(action: Action, geometry: ScreenGeometry) -> Action:
+    return _map_points(action, geometry.to_device)
 
 
 def from_device_action(action: Action, geometry: ScreenGeometry) -> Action:
     """The inverse mapping, for actions a person gave in device pixels (takeover)."""
-    if isinstance(action, Click):
-        return Click(coordinate=geometry.to_resized(action.coordinate))
-    if isinstance(action, LongPress):
-        return LongPress(coordinate=geometry.to_resized(action.coordinate), time=action.time)
-    if isinstance(action, Swipe):
-        return Swipe(
-            coordinate=geometry.to_resized(action.coordinate),
-            coordinate2=geometry.to_resized(action.coordinate2),
-        )
-    return action
+    return _map_points(action, geometry.to_resized)
 
 
 async def perform(device: Device, action: Action) -> None:
