@@ -55,7 +55,9 @@ def test_greedy_generation_is_deterministic_with_token_counts_and_logprobs(tiny_
         asyncio.run(policy.predict(_turns(), model="another-model"))
 
 
-def test_a_lora_adapter_changes_the_policy_and_names_its_version(tiny_model_dir: Path, adapter_dir: Path) -> None:
+def test_a_lora_adapter_changes_the_policy_and_names_its_version(
+    tiny_model_dir: Path, adapter_dir: Path
+) -> None:
     from agent.local_policy import LocalPolicy
 
     base = asyncio.run(LocalPolicy(tiny_model_dir, prompt=PROMPT, sampling=SAMPLING).predict(_turns()))
