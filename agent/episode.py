@@ -96,21 +96,33 @@ class EpisodeRunner:
                 await result
 
     async def run(
-        self, goal: str, *, episode_id: str | None = None, cancel: asyncio.Event | None = None
+        self,
+        goal: str,
+        *,
+        episode_id: str | None = None,
+        episode: Episode | None = None,
+        cancel: asyncio.Event | None = None,
     ) -> Episode:
+        """Run one episode. ``episode`` continues a record made earlier (a queued task)."""
         info = None
         try:
             info = await self.device.info()
         except DeviceError as exc:
             log.warning("device info unavailable: %s", exc)
-        episode = Episode(
-            **({"id": episode_id} if episode_id else {}),
-            goal=goal,
-            device=DeviceRef(serial=self.device.serial, model=info.model if info else None),
-            model_version=self.settings.model or self.policy.model_version,
-            status=EpisodeStatus.RUNNING,
-            started_at=utcnow(),
-        )
+        device = DeviceRef(serial=self.device.serial, model=info.model if info else None)
+        version = self.settings.model or self.policy.model_version
+        if episode is not None:
+            episode = episode.model_copy(update={"goal": goal, "device": device, "model_version": version,
+                                                 "status": EpisodeStatus.RUNNING, "started_at": utcnow()})  # fmt: skip
+        else:
+            episode = Episode(
+                **({"id": episode_id} if episode_id else {}),
+                goal=goal,
+                device=device,
+                model_version=version,
+                status=EpisodeStatus.RUNNING,
+                started_at=utcnow(),
+            )
         await self._save(episode)
         self._current = episode
         try:

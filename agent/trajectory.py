@@ -152,6 +152,7 @@ class EpisodeStatus(StrEnum):
     FAILED = "failed"  # terminated with failure, or ran out of steps
     CANCELLED = "cancelled"
     ERROR = "error"  # device or policy failure
+    INTERRUPTED = "interrupted"  # the service stopped while it ran
 
     @property
     def finished(self) -> bool:

@@ -1,0 +1,100 @@
+"""The FastAPI application: routes over the runner, the store, the pool and the policy.
+
+``create_app(settings)`` builds everything in the lifespan: the store (migrated), the API keys,
+the device pool (discovered, health-checked), the policy (vLLM by default) and the task runner,
+which resumes queued tasks. On shutdown the runner gets its grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+
+from agent.policy import Policy
+from agent.prompt import PromptSettings
+from agent.store import TrajectoryStore
+from devices.pool import DevicePool, PoolSettings
+from serve import metrics
+from serve.auth import KeyStore
+from serve.routes import devices, system, tasks
+from serve.runner import RunnerSettings, TaskRunner
+from serve.settings import ServeSettings
+from serve.state import ServiceState
+
+log = logging.getLogger(__name__)
+
+
+def make_policy(settings: ServeSettings, prompt: PromptSettings) -> Policy:
+    if settings.policy_backend == "local":
+        if settings.local_model_dir is None:
+            raise ValueError("policy_backend=local needs UIS1_LOCAL_MODEL_DIR")
+        from agent.local_policy import LocalPolicy
+
+        return LocalPolicy(settings.local_model_dir, prompt=prompt)
+    from agent.vllm_policy import VllmPolicy
+
+    return VllmPolicy(settings.policy, prompt=prompt)
+
+
+def create_app(settings: ServeSettings | None = None, *, policy: Policy | None = None) -> FastAPI:
+    settings = settings or ServeSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
+        store.migrate()
+        keys = KeyStore(store.engine)
+        keys.migrate()
+        pool = DevicePool(PoolSettings(servers=settings.adb_servers))
+        await pool.start()
+        prompt = PromptSettings(resize=settings.resize)
+        chosen = policy or make_policy(settings, prompt)
+        runner = TaskRunner(store, pool, chosen, RunnerSettings(max_queue=settings.max_queue,
+                            grace_s=settings.shutdown_grace_s, episode=settings.episode), prompt=prompt)  # fmt: skip
+        await runner.start()
+        app.state.service = ServiceState(settings, store, keys, pool, chosen, runner)
+        log.info("serving with policy %s on %d device(s)", chosen.model_version, len(pool.devices))
+        try:
+            yield
+        finally:
+            await runner.shutdown()
+            await pool.stop()
+            await chosen.aclose()
+            store.engine.dispose()
+
+    app = FastAPI(
+        title="UI-S1 Agent Service",
+        version="0.1.0",
+        description="Phone tasks run by the UI-S1 policy on Android devices. Every route but /healthz and "
+        "/readyz needs an API key (Authorization: Bearer KEY, or X-API-Key).",
+        lifespan=lifespan,
+    )
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
+                           allow_headers=["*"])  # fmt: skip
+
+    @app.middleware("http")
+    async def count_requests(request: Request, call_next):  # type: ignore[no-untyped-def]
+        try:
+            response = await call_next(request)
+        except Exception:
+            log.exception("unhandled error on %s %s", request.method, request.url.path)
+            metrics.HTTP_REQUESTS.labels(route=_route(request), status="500").inc()
+            return JSONResponse({"detail": "internal error"}, status_code=500)
+        metrics.HTTP_REQUESTS.labels(route=_route(request), status=str(response.status_code)).inc()
+        return response
+
+    app.include_router(system.router)
+    app.include_router(tasks.router)
+    app.include_router(devices.router)
+    return app
+
+
+def _route(request: Request) -> str:
+    route = request.scope.get("route")
+    return getattr(route, "path", "unmatched")

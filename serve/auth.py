@@ -1,0 +1,107 @@
+"""API keys: random tokens shown once, stored as SHA-256 hashes, each with scopes.
+
+A key looks like ``uis1_<id>_<secret>``; the id finds the row, the hash of the whole key is
+compared in constant time. Keys are 256-bit random, so a fast hash is the right tool (there is
+nothing to brute-force), as with the access tokens of large code hosts. Scopes: ``agent`` (tasks,
+predict, devices, trajectories, models read) and ``admin`` (everything, including model swap,
+lease release and device connect).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from agent.trajectory import utcnow
+
+metadata = sa.MetaData()
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    sa.Column("id", sa.String(16), primary_key=True),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("scopes", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("revoked_at", sa.DateTime(timezone=True)),
+    sa.Column("last_used_at", sa.DateTime(timezone=True)),
+)
+
+
+class Scope(StrEnum):
+    AGENT = "agent"
+    ADMIN = "admin"
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    id: str
+    name: str
+    scopes: frozenset[Scope]
+    created_at: datetime
+    revoked_at: datetime | None
+
+    def allows(self, scope: Scope) -> bool:
+        return Scope.ADMIN in self.scopes or scope in self.scopes
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class KeyStore:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def migrate(self) -> None:
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    def create(self, name: str, scopes: set[Scope]) -> tuple[ApiKey, str]:
+        """A new key; the token is returned once and never stored."""
+        key_id = secrets.token_hex(6)
+        token = f"uis1_{key_id}_{secrets.token_urlsafe(32)}"
+        now = utcnow()
+        with self.engine.begin() as conn:
+            conn.execute(sa.insert(api_keys).values(id=key_id, name=name, hash=_hash(token),
+                                                    scopes=",".join(sorted(scopes)), created_at=now))  # fmt: skip
+        return ApiKey(key_id, name, frozenset(scopes), now, None), token
+
+    def verify(self, token: str) -> ApiKey | None:
+        parts = token.split("_")
+        if len(parts) < 3 or parts[0] != "uis1":
+            return None
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(api_keys).where(api_keys.c.id == parts[1])).first()
+            if row is None or row.revoked_at is not None or not hmac.compare_digest(row.hash, _hash(token)):
+                return None
+            conn.execute(sa.update(api_keys).where(api_keys.c.id == row.id).values(last_used_at=utcnow()))
+        return self._key(row)
+
+    def list(self) -> list[ApiKey]:
+        with self.engine.connect() as conn:
+            return [self._key(r) for r in conn.execute(sa.select(api_keys).order_by(api_keys.c.created_at))]
+
+    def revoke(self, key_id: str) -> bool:
+        with self.engine.begin() as conn:
+            done = conn.execute(sa.update(api_keys).where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                                .values(revoked_at=utcnow())).rowcount  # fmt: skip
+        return bool(done)
+
+    @staticmethod
+    def _key(row: sa.Row) -> ApiKey:  # type: ignore[type-arg]
+        scopes = frozenset(Scope(s) for s in row.scopes.split(",") if s)
+        return ApiKey(row.id, row.name, scopes, row.created_at, row.revoked_at)

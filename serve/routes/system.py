@@ -1,0 +1,67 @@
+"""Health, readiness, metrics and screenshot files."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import sqlalchemy as sa
+from fastapi import APIRouter, HTTPException, Response, status
+from fastapi.responses import FileResponse, JSONResponse
+from prometheus_client import generate_latest
+
+from serve import metrics
+from serve.deps import AgentKey, StateDep
+
+router = APIRouter()
+
+
+@router.get("/healthz", tags=["system"])
+async def healthz() -> dict[str, str]:
+    """The process is up (no key needed)."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["system"], responses={503: {"description": "A dependency is not ready."}})
+async def readyz(state: StateDep) -> JSONResponse:
+    """Ready to run tasks: database, policy server and at least one device (no key needed)."""
+    checks: dict[str, bool] = {}
+    try:
+        with state.store.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        checks["database"] = True
+    except Exception:
+        checks["database"] = False
+    health = getattr(state.policy, "health", None)
+    checks["policy"] = bool(await health()) if health is not None else True
+    checks["device"] = any(d.state.value == "device" for d in state.pool.devices.values())
+    ok = all(checks.values())
+    return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
+
+
+@router.get("/metrics", tags=["system"], response_class=Response,
+            responses={200: {"content": {"text/plain": {}}}})  # fmt: skip
+async def prometheus(state: StateDep, key: AgentKey) -> Response:
+    counts: dict[str, int] = {}
+    for device in state.pool.devices.values():
+        counts[device.state.value] = counts.get(device.state.value, 0) + 1
+    metrics.DEVICES.clear()
+    for state_name, count in counts.items():
+        metrics.DEVICES.labels(state=state_name).set(count)
+    metrics.MODEL.info({"version": state.policy.model_version})
+    body = generate_latest(metrics.REGISTRY)
+    upstream = state.settings.policy.base_url.rstrip("/") + "/metrics"
+    return Response(
+        body + f"# upstream vLLM metrics: {upstream}\n".encode(), media_type="text/plain; version=0.0.4"
+    )
+
+
+@router.get("/v1/screenshots/{sha256}", tags=["trajectories"], response_class=FileResponse,
+            responses={200: {"content": {"image/png": {}}}, 404: {"description": "Unknown or expired."}})  # fmt: skip
+async def screenshot_file(sha256: str, state: StateDep, key: AgentKey) -> FileResponse:
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such screenshot")
+    path = state.store.screenshots.path(sha256)
+    if not await asyncio.to_thread(path.is_file):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such screenshot (or dropped by retention)")
+    return FileResponse(path, media_type="image/png")

@@ -1,0 +1,103 @@
+"""``/v1/tasks``: submit, read, list, cancel, stream and give feedback on phone tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi.responses import StreamingResponse
+
+from agent.store import EpisodeQuery
+from agent.trajectory import EpisodeStatus
+from serve.deps import AgentKey, StateDep
+from serve.runner import QueueFull, TaskRequest
+from serve.schemas import FeedbackRequest, FeedbackResponse, StepResponse, TaskList, TaskResponse
+
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+
+
+async def _episode(state: StateDep, task_id: str):  # type: ignore[no-untyped-def]
+    try:
+        return await asyncio.to_thread(state.store.get, task_id)
+    except KeyError:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no task {task_id}") from None
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=TaskResponse,
+             responses={200: {"model": TaskResponse, "description": "An earlier task with the same idempotency key."},
+                        429: {"description": "The queue is full; retry after the Retry-After seconds."}})  # fmt: skip
+async def create_task(
+    request: TaskRequest, state: StateDep, key: AgentKey, response: Response
+) -> TaskResponse:
+    try:
+        episode, created = await state.runner.submit(request, submitted_by=key.id)
+    except QueueFull as exc:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, "the task queue is full",
+                            headers={"Retry-After": str(exc.retry_after_s)}) from None  # fmt: skip
+    if not created:
+        response.status_code = status.HTTP_200_OK
+    response.headers["Location"] = f"/v1/tasks/{episode.id}"
+    return TaskResponse.of(episode)
+
+
+@router.get("", response_model=TaskList)
+async def list_tasks(
+    state: StateDep,
+    key: AgentKey,
+    status_: Annotated[EpisodeStatus | None, Query(alias="status")] = None,
+    device: Annotated[str | None, Query(max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> TaskList:
+    query = EpisodeQuery(status=status_, device_serial=device, limit=limit, offset=offset)
+    episodes = await asyncio.to_thread(state.store.query, query)
+    return TaskList(tasks=[TaskResponse.of(e) for e in episodes], limit=limit, offset=offset)
+
+
+@router.get("/{task_id}", response_model=TaskResponse)
+async def get_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
+    return TaskResponse.of(await _episode(state, task_id))
+
+
+@router.post("/{task_id}/cancel", response_model=TaskResponse)
+async def cancel_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
+    await _episode(state, task_id)
+    return TaskResponse.of(await state.runner.cancel(task_id))
+
+
+@router.get("/{task_id}/events", response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}}, "description": "Server-sent events: step, end."}})  # fmt: skip
+async def stream_task(task_id: str, state: StateDep, key: AgentKey) -> StreamingResponse:
+    await _episode(state, task_id)
+
+    async def events() -> AsyncIterator[str]:
+        async for item in state.runner.events(task_id):
+            if item["event"] == "step":
+                data = StepResponse.of(item["step"]).model_dump_json()
+            else:
+                data = json.dumps({k: v for k, v in item.items() if k != "event"})
+            yield f"event: {item['event']}\ndata: {data}\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.post("/{task_id}/feedback", response_model=FeedbackResponse)
+async def give_feedback(
+    task_id: str, body: FeedbackRequest, state: StateDep, key: AgentKey
+) -> FeedbackResponse:
+    episode = await _episode(state, task_id)
+    if not episode.status.finished:
+        raise HTTPException(status.HTTP_409_CONFLICT, "feedback is for finished tasks")
+    labels = {**episode.labels, "feedback": body.outcome, "feedback_by": key.id}
+    if body.comment:
+        labels["feedback_comment"] = body.comment[:256]
+    matches = None
+    if body.expected_answer is not None:
+        given = (episode.answer or "").strip().lower()
+        matches = bool(given) and body.expected_answer.strip().lower() in given
+    updated = episode.model_copy(update={"labels": labels, "is_successful": body.outcome == "success"})
+    await asyncio.to_thread(state.store.save_episode, updated)
+    return FeedbackResponse(task=TaskResponse.of(updated), answer_matches=matches)

@@ -1,0 +1,111 @@
+"""Request and response bodies of the API (the OpenAPI schema is generated from these)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent.trajectory import Episode, EpisodeStatus, Step
+
+
+class StepResponse(BaseModel):
+    index: int
+    source: str
+    action: dict[str, Any] | None = Field(
+        None, description="The model's action, in resized-screenshot pixels."
+    )
+    device_action: dict[str, Any] | None = Field(
+        None, description="The action as executed, in device pixels."
+    )
+    thought: str | None = None
+    raw_response: str | None = None
+    parse_error: str | None = None
+    error: str | None = None
+    screenshot_url: str | None = None
+    model_version: str | None = None
+    policy_s: float | None = None
+    device_s: float | None = None
+
+    @classmethod
+    def of(cls, step: Step) -> StepResponse:
+        from agent.parsing import first_tag
+
+        return cls(
+            index=step.index,
+            source=step.source.value,
+            action=step.action.to_dict() if step.action else None,
+            device_action=step.device_action.to_dict() if step.device_action else None,
+            thought=first_tag(step.raw_response or "", "think"),
+            raw_response=step.raw_response,
+            parse_error=f"{step.parse_error.reason.value}: {step.parse_error.detail}"
+            if step.parse_error
+            else None,
+            error=step.error,
+            screenshot_url=f"/v1/screenshots/{step.screenshot.sha256}" if step.screenshot.sha256 else None,
+            model_version=step.model_version,
+            policy_s=step.timings.policy_s,
+            device_s=step.timings.device_s,
+        )
+
+
+class TaskResponse(BaseModel):
+    id: str
+    goal: str
+    status: EpisodeStatus
+    device: str | None = None
+    model_version: str | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    steps: int = 0
+    error: str | None = None
+    answer: str | None = None
+    feedback: str | None = None
+    events_url: str
+    trajectory_url: str
+
+    @classmethod
+    def of(cls, episode: Episode) -> TaskResponse:
+        return cls(
+            id=episode.id, goal=episode.goal, status=episode.status,
+            device=episode.device.serial if episode.device else None, model_version=episode.model_version,
+            created_at=episode.created_at, started_at=episode.started_at, finished_at=episode.finished_at,
+            steps=len(episode.steps), error=episode.error, answer=episode.answer,
+            feedback=episode.labels.get("feedback"),
+            events_url=f"/v1/tasks/{episode.id}/events", trajectory_url=f"/v1/trajectories/{episode.id}",
+        )  # fmt: skip
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskResponse]
+    limit: int
+    offset: int
+
+
+class FeedbackRequest(BaseModel):
+    outcome: Literal["success", "failure", "partial"]
+    comment: str | None = Field(None, max_length=2000)
+    expected_answer: str | None = Field(
+        None, max_length=2000, description="Checked against the episode's answer."
+    )
+
+
+class FeedbackResponse(BaseModel):
+    task: TaskResponse
+    answer_matches: bool | None = None
+
+
+class DeviceResponse(BaseModel):
+    serial: str
+    state: str
+    model: str
+    server: str
+    labels: dict[str, str]
+    leased_by: str | None = None
+
+
+class ConnectRequest(BaseModel):
+    address: str = Field(pattern=r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$", description="host:port of the device.")
+    server: str | None = None

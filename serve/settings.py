@@ -1,0 +1,22 @@
+"""The service's settings: the agent's tree plus what the API process needs (``UIS1_*``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from agent.settings import AgentSettings
+
+
+class ServeSettings(AgentSettings):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, gt=0, lt=65536)
+    policy_backend: Literal["vllm", "local"] = "vllm"
+    local_model_dir: Path | None = None  # for policy_backend=local
+    adb_servers: list[str] = Field(default_factory=lambda: ["127.0.0.1:5037"])
+    max_queue: int = Field(100, gt=0)
+    shutdown_grace_s: float = Field(30.0, ge=0)
+    cors_origins: list[str] = Field(default_factory=list)  # empty: CORS off
+    max_upload_bytes: int = Field(20 * 1024 * 1024, gt=0)

@@ -1,0 +1,151 @@
+"""The API over HTTP against a running uvicorn server."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+
+import httpx
+import pytest
+
+from tests.serve.conftest import ScriptedPolicy
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def wait_finished(client: httpx.Client, task_id: str, timeout: float = 60) -> dict:  # type: ignore[type-arg]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        task = client.get(f"/v1/tasks/{task_id}").json()
+        if task["status"] not in ("pending", "running"):
+            return task  # type: ignore[no-any-return]
+        time.sleep(0.1)
+    raise AssertionError(f"task {task_id} did not finish")
+
+
+def test_every_route_but_health_needs_a_key_and_admin_routes_need_admin(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service()
+    anonymous = service.client()
+    assert anonymous.get("/healthz").status_code == 200
+    assert anonymous.get("/readyz").status_code in (200, 503)
+    for method, path in [("GET", "/v1/tasks"), ("POST", "/v1/tasks"), ("GET", "/v1/devices"), ("GET", "/metrics"),
+                         ("GET", "/v1/tasks/x/events"), ("POST", "/v1/devices/connect")]:  # fmt: skip
+        assert anonymous.request(method, path).status_code == 401, path
+        assert service.client("uis1_nope_secret").request(method, path).status_code == 401, path
+    agent = service.client(service.agent)
+    assert agent.post("/v1/devices/connect", json={"address": "127.0.0.1:9"}).status_code == 403
+    assert agent.post("/v1/devices/x/release").status_code == 403
+    assert agent.get("/v1/devices").status_code == 200
+
+
+def test_a_task_runs_to_completion_and_its_stream_shows_every_step(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=4))
+    client = service.client(service.agent)
+    created = client.post("/v1/tasks", json={"goal": "Open the Clock app"})
+    assert created.status_code == 202
+    task_id = created.json()["id"]
+    events = []
+    with client.stream("GET", f"/v1/tasks/{task_id}/events") as stream:
+        kind = None
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                kind = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((kind, json.loads(line.removeprefix("data: "))))
+                if kind == "end":
+                    break
+    steps = [data for kind, data in events if kind == "step"]
+    assert [s["index"] for s in steps] == [0, 1, 2, 3]
+    assert steps[-1]["action"] == {"action": "terminate", "status": "success"}
+    assert all(s["thought"] and s["screenshot_url"] and s["model_version"] == "scripted-v1" for s in steps)
+    assert events[-1] == ("end", {"status": "succeeded", "error": None, "answer": None})
+    png = client.get(steps[0]["screenshot_url"])
+    assert png.status_code == 200
+    assert png.content.startswith(b"\x89PNG")
+    task = wait_finished(client, task_id)
+    assert task["steps"] == 4
+    feedback = client.post(f"/v1/tasks/{task_id}/feedback", json={"outcome": "success", "comment": "fine"})
+    assert feedback.status_code == 200
+    assert feedback.json()["task"]["feedback"] == "success"
+
+
+def test_twenty_tasks_on_four_phones_all_finish_never_two_on_one_phone(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=3, delay_s=0.05))
+    client = service.client(service.agent)
+    ids = [client.post("/v1/tasks", json={"goal": f"task {i}"}).json()["id"] for i in range(20)]
+    finished = [wait_finished(client, i, timeout=150) for i in ids]
+    assert {t["status"] for t in finished} == {"succeeded"}
+    by_device: dict[str, list[tuple[str, str]]] = {}
+    for t in finished:
+        by_device.setdefault(t["device"], []).append((t["started_at"], t["finished_at"]))
+    assert len(by_device) >= 2
+    for spans in by_device.values():
+        spans.sort()
+        for (_, end), (start, _) in itertools.pairwise(spans):
+            assert end <= start, "two episodes overlapped on one phone"
+
+
+def test_a_full_queue_answers_429_with_retry_after(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(max_queue=2)
+    client = service.client(service.agent)
+    nowhere = {"serial": "127.0.0.1:1"}  # no such device: tasks stay queued
+    assert client.post("/v1/tasks", json={"goal": "a", "device": nowhere}).status_code == 202
+    assert client.post("/v1/tasks", json={"goal": "b", "device": nowhere}).status_code == 202
+    full = client.post("/v1/tasks", json={"goal": "c", "device": nowhere})
+    assert full.status_code == 429
+    assert int(full.headers["Retry-After"]) > 0
+
+
+def test_idempotency_key_returns_the_same_task(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service()
+    client = service.client(service.agent)
+    first = client.post("/v1/tasks", json={"goal": "once", "idempotency_key": "k-1"})
+    again = client.post("/v1/tasks", json={"goal": "once", "idempotency_key": "k-1"})
+    assert first.status_code == 202
+    assert again.status_code == 200
+    assert again.json()["id"] == first.json()["id"]
+
+
+def test_cancel_stops_a_running_task_within_a_step(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=1000, delay_s=0.2))
+    client = service.client(service.agent)
+    task_id = client.post("/v1/tasks", json={"goal": "long", "max_steps": 200}).json()["id"]
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/tasks/{task_id}").json()["steps"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    before = client.get(f"/v1/tasks/{task_id}").json()["steps"]
+    cancelled = client.post(f"/v1/tasks/{task_id}/cancel").json()
+    assert cancelled["status"] == "cancelled"
+    assert cancelled["steps"] <= before + 1
+
+
+def test_a_restart_mid_run_keeps_recorded_steps_and_marks_the_episode_interrupted(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=1000, delay_s=0.2), shutdown_grace_s=0.5)
+    client = service.client(service.agent)
+    running = client.post("/v1/tasks", json={"goal": "long", "max_steps": 200}).json()["id"]
+    queued = client.post(
+        "/v1/tasks", json={"goal": "later #steps=2", "device": {"serial": "127.0.0.1:1"}}
+    ).json()["id"]
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/tasks/{running}").json()["steps"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    service.stop()
+    restarted = make_service(ScriptedPolicy(steps=2))
+    client = restarted.client(restarted.agent)
+    episode = client.get(f"/v1/tasks/{running}").json()
+    assert episode["status"] == "interrupted"
+    assert episode["steps"] >= 2
+    assert client.get(f"/v1/tasks/{queued}").json()["status"] == "pending"  # still queued after restart
+
+
+def test_metrics_expose_tasks_queue_latency_devices_and_model(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=2))
+    client = service.client(service.agent)
+    task_id = client.post("/v1/tasks", json={"goal": "measure me"}).json()["id"]
+    wait_finished(client, task_id)
+    text = client.get("/metrics").text
+    for name in ("uis1_tasks_total", "uis1_queue_depth", 'uis1_step_seconds_bucket{le="0.01",phase="policy"}',
+                 'phase="device"', 'phase="overhead"', "uis1_parse_errors_total", 'uis1_devices{state="device"}',
+                 'uis1_model_info{version="scripted-v1"}', "upstream vLLM metrics"):  # fmt: skip
+        assert name in text, name
