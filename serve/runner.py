@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.episode import EpisodeRunner, EpisodeSettings
+from agent.actions import Action
+from agent.episode import EpisodeRunner, EpisodeSettings, Review, Verdict
 from agent.policy import Policy, SamplingSettings
 from agent.prompt import PromptSettings
 from agent.store import EpisodeQuery, TrajectoryStore
@@ -66,11 +67,41 @@ class RunnerSettings:
     lease_ttl_s: float = 3600.0
 
 
+class Takeover:
+    """Lets a client pause a running episode before its next action and supply that action."""
+
+    def __init__(self) -> None:
+        self._resume = asyncio.Event()
+        self._resume.set()
+        self._replacement: Action | None = None
+        self.waiting = asyncio.Event()  # set while a step waits for the client
+
+    @property
+    def paused(self) -> bool:
+        return not self._resume.is_set()
+
+    def pause(self) -> None:
+        self._resume.clear()
+
+    def resume(self, action: Action | None = None) -> None:
+        self._replacement = action
+        self._resume.set()
+
+    async def review(self, episode: Episode, step: Step) -> Review:
+        if not self._resume.is_set():
+            self.waiting.set()
+            await self._resume.wait()
+            self.waiting.clear()
+        action, self._replacement = self._replacement, None
+        return Review(Verdict.REPLACE, action) if action is not None else Review()
+
+
 @dataclass
 class _Running:
     episode_id: str
     cancel: asyncio.Event
     task: asyncio.Task[None]
+    takeover: Takeover = field(default_factory=Takeover)
 
 
 class TaskRunner:
@@ -160,6 +191,7 @@ class TaskRunner:
         running = self._running.get(episode_id)
         if running is not None:
             running.cancel.set()
+            running.takeover.resume()  # a paused episode must not wait for a client that cancelled
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(running.task), 60)
             return await asyncio.to_thread(self.store.get, episode_id)
@@ -173,6 +205,10 @@ class TaskRunner:
             self._publish(episode_id, {"event": "end", "status": episode.status.value})
             self._update_gauges()
         return episode
+
+    def takeover(self, episode_id: str) -> Takeover | None:
+        running = self._running.get(episode_id)
+        return running.takeover if running is not None else None
 
     @property
     def queue_depth(self) -> int:
@@ -244,11 +280,16 @@ class TaskRunner:
             return
         self._queue.remove(episode_id)
         cancel = asyncio.Event()
-        task = asyncio.create_task(self._run(episode, request, lease, cancel), name=f"episode-{episode_id}")
-        self._running[episode_id] = _Running(episode_id, cancel, task)
+        takeover = Takeover()
+        task = asyncio.create_task(
+            self._run(episode, request, lease, cancel, takeover), name=f"episode-{episode_id}"
+        )
+        self._running[episode_id] = _Running(episode_id, cancel, task, takeover)
         self._update_gauges()
 
-    async def _run(self, episode: Episode, request: TaskRequest, lease: Any, cancel: asyncio.Event) -> None:
+    async def _run(
+        self, episode: Episode, request: TaskRequest, lease: Any, cancel: asyncio.Event, takeover: Takeover
+    ) -> None:
         updates: dict[str, Any] = {}
         if request.max_steps:
             updates["max_steps"] = request.max_steps
@@ -265,7 +306,13 @@ class TaskRunner:
             self._publish(ep.id, {"event": "step", "step": step})
 
         runner = EpisodeRunner(
-            self.policy, self.pool.driver(lease), self.store, settings, self.prompt, on_step=on_step
+            self.policy,
+            self.pool.driver(lease),
+            self.store,
+            settings,
+            self.prompt,
+            reviewer=takeover,
+            on_step=on_step,
         )
         try:
             final = await runner.run(request.goal, episode=episode, cancel=cancel)

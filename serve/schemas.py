@@ -84,6 +84,17 @@ class TaskList(BaseModel):
     offset: int
 
 
+class TakeoverRequest(BaseModel):
+    action: dict[str, Any] = Field(
+        description='A UI-S1 action in device pixels, e.g. {"action": "click", "coordinate": [540, 1200]}.'
+    )
+
+
+class TrajectoryResponse(BaseModel):
+    task: TaskResponse
+    steps: list[StepResponse]
+
+
 class FeedbackRequest(BaseModel):
     outcome: Literal["success", "failure", "partial"]
     comment: str | None = Field(None, max_length=2000)

@@ -10,11 +10,19 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.responses import StreamingResponse
 
+from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
 from agent.trajectory import EpisodeStatus
 from serve.deps import AgentKey, StateDep
 from serve.runner import QueueFull, TaskRequest
-from serve.schemas import FeedbackRequest, FeedbackResponse, StepResponse, TaskList, TaskResponse
+from serve.schemas import (
+    FeedbackRequest,
+    FeedbackResponse,
+    StepResponse,
+    TakeoverRequest,
+    TaskList,
+    TaskResponse,
+)
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
@@ -82,6 +90,40 @@ async def stream_task(task_id: str, state: StateDep, key: AgentKey) -> Streaming
             yield f"event: {item['event']}\ndata: {data}\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.post("/{task_id}/pause", response_model=TaskResponse)
+async def pause_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
+    """Hold the task before its next action, so a person can supply that action (takeover)."""
+    takeover = state.runner.takeover(task_id)
+    if takeover is None:
+        raise HTTPException(status.HTTP_409_CONFLICT, "only a running task can be paused")
+    takeover.pause()
+    return TaskResponse.of(await _episode(state, task_id))
+
+
+@router.post("/{task_id}/takeover", response_model=TaskResponse)
+async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: AgentKey) -> TaskResponse:
+    """Supply the action of the current step (device pixels) and resume; it is recorded as expert-provided."""
+    takeover = state.runner.takeover(task_id)
+    if takeover is None or not takeover.paused:
+        raise HTTPException(status.HTTP_409_CONFLICT, "pause the running task first")
+    try:
+        action = action_from_dict(body.action)
+    except ActionError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"bad action: {exc.detail}") from None
+    takeover.resume(action)
+    return TaskResponse.of(await _episode(state, task_id))
+
+
+@router.post("/{task_id}/resume", response_model=TaskResponse)
+async def resume_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
+    """Let a paused task go on with the policy's own action."""
+    takeover = state.runner.takeover(task_id)
+    if takeover is None:
+        raise HTTPException(status.HTTP_409_CONFLICT, "the task is not running")
+    takeover.resume()
+    return TaskResponse.of(await _episode(state, task_id))
 
 
 @router.post("/{task_id}/feedback", response_model=FeedbackResponse)

@@ -149,3 +149,38 @@ def test_metrics_expose_tasks_queue_latency_devices_and_model(make_service) -> N
                  'phase="device"', 'phase="overhead"', "uis1_parse_errors_total", 'uis1_devices{state="device"}',
                  'uis1_model_info{version="scripted-v1"}', "upstream vLLM metrics"):  # fmt: skip
         assert name in text, name
+
+
+def test_takeover_records_the_supplied_step_as_expert(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=1000, delay_s=0.1))
+    client = service.client(service.agent)
+    task_id = client.post("/v1/tasks", json={"goal": "needs a hand", "max_steps": 200}).json()["id"]
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/tasks/{task_id}").json()["steps"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (
+        client.post(
+            f"/v1/tasks/{task_id}/takeover", json={"action": {"action": "click", "coordinate": [5, 5]}}
+        ).status_code
+        == 409
+    )
+    assert client.post(f"/v1/tasks/{task_id}/pause").status_code == 200
+    bad = client.post(f"/v1/tasks/{task_id}/takeover", json={"action": {"action": "fly"}})
+    assert bad.status_code == 422
+    assert client.post(f"/v1/tasks/{task_id}/pause").status_code == 200
+    supplied = {"action": "click", "coordinate": [540, 1200]}
+    assert client.post(f"/v1/tasks/{task_id}/takeover", json={"action": supplied}).status_code == 200
+    deadline = time.monotonic() + 30
+    human: list[dict] = []  # type: ignore[type-arg]
+    while not human and time.monotonic() < deadline:
+        steps = client.get(f"/v1/trajectories/{task_id}").json()["steps"]
+        human = [s for s in steps if s["source"] == "human"]
+        time.sleep(0.05)
+    client.post(f"/v1/tasks/{task_id}/cancel")
+    assert len(human) == 1
+    assert human[0]["device_action"] == supplied
+    exported = client.get("/v1/trajectories/export", params={"status": "cancelled"})
+    assert exported.status_code == 200
+    record = json.loads(exported.text.splitlines()[0])
+    assert {"action": "click", "coordinate": [540, 1200]} in [s["action_content"] for s in record["steps"]]
+    assert all(s["screenshot"].startswith("/v1/screenshots/") for s in record["steps"])
