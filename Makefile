@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test lint typecheck unit lock clean vllm-env
 
 demo: $(STAMP)
-	$(BIN)/uis1 --help
+	$(BIN)/uis1 demo
 
 test: $(STAMP) vllm-env lint typecheck unit
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -79,3 +80,27 @@ def revoke_key(key_id: Annotated[str, typer.Argument(help="The key's id (from `u
         typer.echo(f"error: no active key {key_id}", err=True)
         raise typer.Exit(1)
     typer.echo(f"revoked {key_id}")
+
+
+demo_app = typer.Typer(help="Run the whole service on simulated phones.", add_completion=False)
+
+
+@demo_app.command("demo")
+def demo(
+    policy: Annotated[str, typer.Option(help="auto, vllm, local, tiny or expert (see below).")] = "auto",
+    phones: Annotated[int, typer.Option(min=1, max=8, help="Simulated phones.")] = 2,
+    port: Annotated[int | None, typer.Option(help="Port of the API (default: a free one).")] = None,
+    keep_running: Annotated[bool, typer.Option(help="Keep the service up after the tasks.")] = False,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Where the store and screenshots go (default: a temp dir).")
+    ] = None,
+) -> None:
+    """Start simulated phones, the store, a policy and the API; run a few tasks and show them.
+
+    The policy is the best available: a vLLM server at UIS1_POLICY__BASE_URL, a checkpoint at
+    UIS1_LOCAL_MODEL_DIR, else a tiny random-weight model (which cannot do tasks). `--policy
+    expert` uses the simulated tasks' own solvers, to watch tasks succeed.
+    """
+    from serve.demo import run_demo
+
+    run_demo(policy, phones=phones, port=port, keep_running=keep_running, data_dir=data_dir)

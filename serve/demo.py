@@ -1,0 +1,207 @@
+"""``uis1 demo``: the whole service on one machine with nothing configured.
+
+Starts simulated phones behind a private adb server, the store on SQLite, a policy, and the API;
+submits a few phone tasks over HTTP, prints their steps as they stream in, and checks each task
+on the phone afterwards. The policy is the best one available, and the demo says which:
+
+- ``vllm``: the endpoint in ``UIS1_POLICY__BASE_URL``, when it answers (a real UI-S1 server);
+- ``local``: the checkpoint in ``UIS1_LOCAL_MODEL_DIR``;
+- ``tiny``: a random-weight Qwen2.5-VL built here (it shows the machinery; it cannot do tasks);
+- ``expert``: the simulated tasks' own solvers behind the policy interface (always succeeds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import typer
+
+from agent.episode import EpisodeSettings
+from agent.geometry import ResizeSettings
+from agent.policy import Policy, PolicyResult, SamplingSettings
+from agent.prompt import PromptSettings, TextPart, Turn
+from agent.settings import StoreSettings
+from serve.settings import ServeSettings
+
+DEMO_TASKS = ("wifi_on", "reply_to_message", "add_alarm", "phone_number_question")
+
+
+class SimExpertPolicy:
+    """Routes each goal to the expert of the simulated task it came from."""
+
+    model_version = "sim-expert"
+
+    def __init__(self) -> None:
+        self.experts: dict[str, Policy] = {}
+
+    async def predict(
+        self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
+    ) -> PolicyResult:
+        first = next(t for t in turns if t.role == "user")
+        text = next(p.text for p in first.parts if isinstance(p, TextPart))
+        goal = text.removeprefix("User Instruction: ").split("\n", 1)[0]
+        return await self.experts[goal].predict(turns, sampling=sampling, model=model)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@dataclass
+class Choice:
+    policy: Policy
+    name: str
+    meaning: str
+    prompt: PromptSettings
+
+
+def choose_policy(kind: str, data_dir: Path) -> Choice:
+    settings = ServeSettings()
+    if kind in ("auto", "vllm") and os.environ.get("UIS1_POLICY__BASE_URL"):
+        from agent.vllm_policy import VllmPolicy
+
+        try:
+            up = httpx.get(settings.policy.base_url.rstrip("/") + "/health", timeout=3).status_code == 200
+        except httpx.HTTPError:
+            up = False
+        if up or kind == "vllm":
+            prompt = PromptSettings(resize=settings.resize)
+            return Choice(VllmPolicy(settings.policy, prompt=prompt), f"vLLM at {settings.policy.base_url} "
+                          f"(model {settings.policy.model})", "a real policy: success depends on the model", prompt)  # fmt: skip
+    if kind in ("auto", "local") and settings.local_model_dir:
+        from agent.local_policy import LocalPolicy
+
+        prompt = PromptSettings(resize=settings.resize)
+        return Choice(LocalPolicy(settings.local_model_dir, prompt=prompt), f"local checkpoint {settings.local_model_dir}",
+                      "in-process transformers: success depends on the checkpoint; slow on a CPU", prompt)  # fmt: skip
+    if kind in ("auto", "tiny"):
+        try:
+            from agent.local_policy import LocalPolicy
+            from agent.tiny_model import ensure_tiny_model
+        except ImportError:
+            if kind == "tiny":
+                raise
+        else:
+            model_dir = ensure_tiny_model(data_dir / "models")
+            prompt = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
+            policy = LocalPolicy(model_dir, prompt=prompt, sampling=SamplingSettings(max_tokens=32))
+            return Choice(policy, f"the tiny random-weight model ({model_dir.name})",
+                          "random weights: every task will fail with unparseable responses. This shows the "
+                          "machinery; point UIS1_POLICY__BASE_URL at a UI-S1 vLLM server for real results, "
+                          "or run `uis1 demo --policy expert` to watch tasks succeed", prompt)  # fmt: skip
+    return Choice(SimExpertPolicy(), "the simulated tasks' expert solvers",
+                  "an oracle that knows each simulated app: tasks succeed; no model is involved",
+                  PromptSettings())  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None, keep_running: bool = False,
+             data_dir: Path | None = None) -> int:  # fmt: skip
+    import uvicorn
+
+    from devices.adb_server import AdbServer
+    from devices.sim.fleet import EMULATOR_PORTS, SimFleet
+    from devices.sim.tasks import TASKS, Outcome
+    from serve.app import create_app
+    from serve.auth import KeyStore, Scope
+
+    data = data_dir or Path(tempfile.mkdtemp(prefix="uis1-demo-"))
+    data.mkdir(parents=True, exist_ok=True)
+    typer.echo(f"data: {data}")
+    adb_port = next(p for p in iter(_free_port, 0) if p not in EMULATOR_PORTS)
+    with AdbServer(port=adb_port) as adb, SimFleet(adb) as fleet:
+        for _ in range(phones):
+            device = fleet.add()
+            typer.echo(f"simulated phone {device.phone.serial}: {device.serial} (1080x2400)")
+        choice = choose_policy(policy_kind, data)
+        typer.echo(f"policy: {choice.name}\n        {choice.meaning}")
+        store = StoreSettings(
+            url=f"sqlite:///{data / 'trajectories.db'}", screenshot_dir=data / "screenshots"
+        )
+        settings = ServeSettings(store=store, adb_servers=[f"127.0.0.1:{adb_port}"], port=port or _free_port(),
+                                 resize=choice.prompt.resize,
+                                 episode=EpisodeSettings(max_steps=15, max_parse_errors=2, settle_s=0.2))  # fmt: skip
+        from agent.store import TrajectoryStore
+
+        TrajectoryStore(store.url, store.screenshot_dir).migrate()
+        keys = KeyStore(TrajectoryStore(store.url, store.screenshot_dir).engine)
+        keys.migrate()
+        _, token = keys.create("demo", {Scope.AGENT, Scope.ADMIN})
+        server = uvicorn.Server(uvicorn.Config(create_app(settings, policy=choice.policy), host="127.0.0.1",
+                                               port=settings.port, log_level="warning"))  # fmt: skip
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.05)
+        base = f"http://127.0.0.1:{settings.port}"
+        typer.echo(f"service: {base}  (docs: {base}/docs, key: {token})\n")
+        client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=None)
+        submitted = []
+        for i, name in enumerate(DEMO_TASKS[: max(1, phones) * 2]):
+            task = TASKS[name].create(i)
+            device = fleet.devices[i % len(fleet.devices)]
+            task.initialize(device.phone)
+            if isinstance(choice.policy, SimExpertPolicy):
+                from agent.expert_policy import ExpertPolicy
+
+                choice.policy.experts[task.goal] = ExpertPolicy(task, device.phone)
+            body = {"goal": task.goal, "device": {"serial": device.serial}}
+            created = client.post("/v1/tasks", json=body).json()
+            submitted.append((created["id"], task, device))
+            typer.echo(f"submitted {created['id'][:8]} on {device.phone.serial}: {task.goal}")
+        failures = 0
+        for task_id, task, device in submitted:
+            typer.echo(f"\n[{task_id[:8]}] {task.goal}")
+            with client.stream("GET", f"/v1/tasks/{task_id}/events") as stream:
+                kind = ""
+                for line in stream.iter_lines():
+                    if line.startswith("event: "):
+                        kind = line[7:]
+                    elif line.startswith("data: "):
+                        data_ = json.loads(line[6:])
+                        if kind == "step":
+                            what = (
+                                json.dumps(data_["device_action"])
+                                if data_["device_action"]
+                                else data_["parse_error"]
+                            )
+                            typer.echo(
+                                f"  step {data_['index']}: {what}  (policy {data_['policy_s'] or 0:.2f}s)"
+                            )
+                        elif kind == "end":
+                            typer.echo(
+                                f"  -> {data_['status']}" + (f": {data_['error']}" if data_["error"] else "")
+                            )
+                            break
+            result = client.get(f"/v1/tasks/{task_id}").json()
+            ok = task.is_successful(device.phone, Outcome(answer=result.get("answer")))
+            failures += not ok
+            typer.echo(
+                f"  checked on the phone: {'done' if ok else 'not done'};  {base}/v1/trajectories/{task_id}"
+            )
+        typer.echo(f"\n{len(submitted) - failures}/{len(submitted)} tasks done with {choice.name}.")
+        if keep_running:
+            typer.echo("the service keeps running; Ctrl-C stops it")
+            try:
+                while thread.is_alive():
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                pass
+        server.should_exit = True
+        thread.join(30)
+        asyncio.run(choice.policy.aclose())
+    return failures
