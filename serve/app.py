@@ -21,7 +21,7 @@ from agent.store import TrajectoryStore
 from devices.pool import DevicePool, PoolSettings
 from serve import metrics
 from serve.auth import KeyStore
-from serve.routes import devices, system, tasks, trajectories
+from serve.routes import devices, predict, system, tasks, trajectories
 from serve.runner import RunnerSettings, TaskRunner
 from serve.settings import ServeSettings
 from serve.state import ServiceState
@@ -93,6 +93,7 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
     app.include_router(tasks.router)
     app.include_router(devices.router)
     app.include_router(trajectories.router)
+    app.include_router(predict.router)
     return app
 
 
