@@ -21,6 +21,7 @@ from agent.store import TrajectoryStore
 from devices.pool import DevicePool, PoolSettings
 from serve import metrics
 from serve.auth import KeyStore
+from serve.deps import AgentKey
 from serve.routes import devices, predict, system, tasks, trajectories
 from serve.runner import RunnerSettings, TaskRunner
 from serve.settings import ServeSettings
@@ -73,6 +74,10 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         description="Phone tasks run by the UI-S1 policy on Android devices. Every route but /healthz and "
         "/readyz needs an API key (Authorization: Bearer KEY, or X-API-Key).",
         lifespan=lifespan,
+        # The schema is served behind a key like every other route (see below); no open docs pages.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
@@ -88,6 +93,10 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
             return JSONResponse({"detail": "internal error"}, status_code=500)
         metrics.HTTP_REQUESTS.labels(route=_route(request), status=str(response.status_code)).inc()
         return response
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(key: AgentKey) -> JSONResponse:
+        return JSONResponse(app.openapi())
 
     app.include_router(system.router)
     app.include_router(tasks.router)

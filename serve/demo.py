@@ -148,7 +148,7 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
         while not server.started:
             time.sleep(0.05)
         base = f"http://127.0.0.1:{settings.port}"
-        typer.echo(f"service: {base}  (docs: {base}/docs, key: {token})\n")
+        typer.echo(f"service: {base}  (key: {token}; the API schema is at {base}/openapi.json)\n")
         client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=None)
         submitted = []
         for i, name in enumerate(DEMO_TASKS[: max(1, phones) * 2]):

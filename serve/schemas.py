@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from agent.trajectory import Episode, EpisodeStatus, Step
 
@@ -118,5 +118,17 @@ class DeviceResponse(BaseModel):
 
 
 class ConnectRequest(BaseModel):
-    address: str = Field(pattern=r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$", description="host:port of the device.")
-    server: str | None = None
+    address: str = Field(
+        pattern=r"^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$", max_length=300, description="host:port of the device."
+    )
+    server: str | None = Field(
+        None, max_length=300, description="host:port of one of the service's adb servers."
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _port_in_range(cls, value: str) -> str:
+        port = int(value.rsplit(":", 1)[1])
+        if not 0 < port < 65536:
+            raise ValueError(f"port {port} is out of range")
+        return value

@@ -45,7 +45,9 @@ async def connect(body: ConnectRequest, state: StateDep, key: AdminKey) -> Devic
     try:
         device = await state.pool.connect(body.address, body.server)
     except DeviceGone as exc:
-        raise HTTPException(status.HTTP_502_BAD_GATEWAY, exc.message) from None
+        if "does not answer" in exc.message:  # our adb server is down: that is ours to fix
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, exc.message) from None
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, f"could not connect: {exc.message}") from None
     except ValueError as exc:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
     return _response(device)

@@ -58,7 +58,7 @@ async def list_tasks(
     status_: Annotated[EpisodeStatus | None, Query(alias="status")] = None,
     device: Annotated[str | None, Query(max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> TaskList:
     query = EpisodeQuery(status=status_, device_serial=device, limit=limit, offset=offset)
     episodes = await asyncio.to_thread(state.store.query, query)
