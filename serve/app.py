@@ -17,12 +17,13 @@ from fastapi.responses import JSONResponse
 
 from agent.policy import Policy
 from agent.prompt import PromptSettings
+from agent.registry import ModelRegistry
 from agent.store import TrajectoryStore
 from devices.pool import DevicePool, PoolSettings
 from serve import metrics
 from serve.auth import KeyStore
 from serve.deps import AgentKey
-from serve.routes import devices, predict, system, tasks, trajectories
+from serve.routes import devices, models, predict, system, tasks, trajectories
 from serve.runner import RunnerSettings, TaskRunner
 from serve.settings import ServeSettings
 from serve.state import ServiceState
@@ -55,10 +56,12 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         await pool.start()
         prompt = PromptSettings(resize=settings.resize)
         chosen = policy or make_policy(settings, prompt)
+        registry = ModelRegistry(store.engine)
         runner = TaskRunner(store, pool, chosen, RunnerSettings(max_queue=settings.max_queue,
-                            grace_s=settings.shutdown_grace_s, episode=settings.episode), prompt=prompt)  # fmt: skip
+                            grace_s=settings.shutdown_grace_s, episode=settings.episode), prompt=prompt,
+                            registry=registry)  # fmt: skip
         await runner.start()
-        app.state.service = ServiceState(settings, store, keys, pool, chosen, runner)
+        app.state.service = ServiceState(settings, store, keys, pool, chosen, runner, registry)
         log.info("serving with policy %s on %d device(s)", chosen.model_version, len(pool.devices))
         try:
             yield
@@ -103,6 +106,7 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
     app.include_router(devices.router)
     app.include_router(trajectories.router)
     app.include_router(predict.router)
+    app.include_router(models.router)
     return app
 
 

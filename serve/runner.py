@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from agent.actions import Action
 from agent.episode import EpisodeRunner, EpisodeSettings, Review, Verdict
 from agent.policy import Policy, SamplingSettings
 from agent.prompt import PromptSettings
+from agent.registry import ModelRegistry, RegistryError
 from agent.store import EpisodeQuery, TrajectoryStore
 from agent.trajectory import Episode, EpisodeStatus, Step, utcnow
 from devices.pool import DevicePool, NoDeviceAvailable
@@ -51,6 +52,10 @@ class TaskRequest(BaseModel):
     model: str | None = Field(None, max_length=256)  # a served model version or adapter name
     sampling: SamplingSettings | None = None
     idempotency_key: str | None = Field(None, max_length=128)
+
+
+class UnknownModel(LookupError):
+    pass
 
 
 class QueueFull(Exception):
@@ -113,13 +118,14 @@ class TaskRunner:
         settings: RunnerSettings | None = None,
         *,
         prompt: PromptSettings | None = None,
-        driver_factory: Callable[..., Any] | None = None,
+        registry: ModelRegistry | None = None,
     ) -> None:
         self.store = store
         self.pool = pool
         self.policy = policy
         self.settings = settings or RunnerSettings()
         self.prompt = prompt or PromptSettings()
+        self.registry = registry
         self._queue: list[str] = []
         self._running: dict[str, _Running] = {}
         self._subscribers: dict[str, list[asyncio.Queue[dict[str, Any]]]] = {}
@@ -175,6 +181,7 @@ class TaskRunner:
             raise QueueFull(
                 retry_after_s=max(5, len(self._queue) // max(1, len(self.pool.devices) or 1) * 10)
             )
+        request = await asyncio.to_thread(self._route, request)
         labels = {"submitted_by": submitted_by} if submitted_by else {}
         if request.idempotency_key:
             labels["idempotency_key"] = request.idempotency_key
@@ -186,6 +193,23 @@ class TaskRunner:
         self._update_gauges()
         self._wake.set()
         return episode, True
+
+    def _route(self, request: TaskRequest) -> TaskRequest:
+        """Pin the task to a served model: the one it names (version or alias), else the default.
+
+        With an empty registry, names go to the policy server as they are.
+        """
+        if self.registry is None:
+            return request
+        try:
+            version = self.registry.resolve(request.model)
+        except RegistryError:
+            if not self.registry.versions():
+                return request
+            raise UnknownModel(f"no model version or alias {request.model!r}") from None
+        if version is None:
+            return request
+        return request.model_copy(update={"model": version.served_name})
 
     async def cancel(self, episode_id: str) -> Episode:
         running = self._running.get(episode_id)

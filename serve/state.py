@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.policy import Policy
+from agent.registry import ModelRegistry
 from agent.store import TrajectoryStore
 from devices.pool import DevicePool
 from serve.auth import KeyStore
@@ -20,3 +21,4 @@ class ServiceState:
     pool: DevicePool
     policy: Policy
     runner: TaskRunner
+    registry: ModelRegistry

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
+import agent.registry  # noqa: F401 - its tables join the metadata
 from agent.store import metadata
 
 connection = context.config.attributes["connection"]

@@ -14,7 +14,7 @@ from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
 from agent.trajectory import EpisodeStatus
 from serve.deps import AgentKey, StateDep
-from serve.runner import QueueFull, TaskRequest
+from serve.runner import QueueFull, TaskRequest, UnknownModel
 from serve.schemas import (
     FeedbackRequest,
     FeedbackResponse,
@@ -42,6 +42,8 @@ async def create_task(
 ) -> TaskResponse:
     try:
         episode, created = await state.runner.submit(request, submitted_by=key.id)
+    except UnknownModel as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     except QueueFull as exc:
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, "the task queue is full",
                             headers={"Retry-After": str(exc.retry_after_s)}) from None  # fmt: skip

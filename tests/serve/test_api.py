@@ -184,3 +184,29 @@ def test_takeover_records_the_supplied_step_as_expert(make_service) -> None:  # 
     record = json.loads(exported.text.splitlines()[0])
     assert {"action": "click", "coordinate": [540, 1200]} in [s["action_content"] for s in record["steps"]]
     assert all(s["screenshot"].startswith("/v1/screenshots/") for s in record["steps"])
+
+
+def test_models_swap_routes_new_tasks_and_rollback_restores(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=1))
+    admin, agent = service.client(service.admin), service.client(service.agent)
+    assert agent.post("/v1/models", json={"name": "v1"}).status_code == 403
+    assert admin.post("/v1/models", json={"name": "v1", "served_name": "ui-s1-7b"}).status_code == 201
+    assert admin.post("/v1/models", json={"name": "v2", "served_name": "ui-s1-7b-lora-2"}).status_code == 201
+    assert admin.post("/v1/models", json={"name": "v2"}).status_code == 409  # versions are immutable
+    assert agent.post("/v1/models/swap", json={"version": "v2"}).status_code == 403
+    assert admin.post("/v1/models/swap", json={"version": "v1"}).json()["default"] == "v1"
+    assert admin.post("/v1/models/swap", json={"version": "v2"}).json()["default"] == "v2"
+
+    def served(body: dict) -> str:  # type: ignore[type-arg]
+        task = wait_finished(agent, agent.post("/v1/tasks", json=body).json()["id"])
+        return str(task["model_version"])
+
+    assert served({"goal": "a"}) == "ui-s1-7b-lora-2"  # the default alias
+    assert served({"goal": "b", "model": "v1"}) == "ui-s1-7b"  # a version by name
+    assert admin.post("/v1/models/rollback", json={}).json()["default"] == "v1"
+    assert served({"goal": "c"}) == "ui-s1-7b"
+    unknown = agent.post("/v1/tasks", json={"goal": "d", "model": "v9"})
+    assert unknown.status_code == 422
+    listed = agent.get("/v1/models").json()
+    assert [v["name"] for v in listed["versions"]] == ["v1", "v2"]
+    assert listed["aliases"] == {"default": "v1"}
