@@ -194,6 +194,7 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
                 f"  checked on the phone: {'done' if ok else 'not done'};  {base}/v1/trajectories/{task_id}"
             )
         typer.echo(f"\n{len(submitted) - failures}/{len(submitted)} tasks done with {choice.name}.")
+        typer.echo(f"trajectories are kept in {data}; the links above need the service: add --keep-running")
         if keep_running:
             typer.echo("the service keeps running; Ctrl-C stops it")
             try:
