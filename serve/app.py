@@ -95,6 +95,10 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
             metrics.HTTP_REQUESTS.labels(route=_route(request), status="500").inc()
             return JSONResponse({"detail": "internal error"}, status_code=500)
         metrics.HTTP_REQUESTS.labels(route=_route(request), status=str(response.status_code)).inc()
+        log.info(
+            "request",
+            extra={"method": request.method, "path": request.url.path, "status": response.status_code},
+        )
         return response
 
     @app.get("/openapi.json", include_in_schema=False)

@@ -28,7 +28,10 @@ def serve(
     settings = ServeSettings()
     updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = settings.model_copy(update=updates)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info",
+    from serve.logs import setup_logging
+
+    setup_logging()
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False,
                 timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5)  # fmt: skip
 
 

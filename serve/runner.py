@@ -327,6 +327,12 @@ class TaskRunner:
 
         async def on_step(ep: Episode, step: Step) -> None:
             metrics.observe_step(step)
+            log.info("step", extra={
+                "task_id": ep.id, "step": step.index, "source": step.source.value,
+                "action": step.device_action.to_json() if step.device_action else None,
+                "parse_error": step.parse_error.reason.value if step.parse_error else None,
+                "policy_s": step.timings.policy_s, "device_s": step.timings.device_s, "model_version": step.model_version,
+            })  # fmt: skip
             self._publish(ep.id, {"event": "step", "step": step})
 
         runner = EpisodeRunner(
@@ -341,6 +347,8 @@ class TaskRunner:
         try:
             final = await runner.run(request.goal, episode=episode, cancel=cancel)
             metrics.TASKS.labels(status=final.status.value).inc()
+            log.info("task finished", extra={"task_id": final.id, "status": final.status.value, "error": final.error,
+                                             "steps": len(final.steps), "device": lease.serial})  # fmt: skip
             self._publish(final.id, {"event": "end", "status": final.status.value, "error": final.error,
                                      "answer": final.answer})  # fmt: skip
         except Exception:
