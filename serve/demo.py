@@ -149,7 +149,10 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
             time.sleep(0.05)
         base = f"http://127.0.0.1:{settings.port}"
         typer.echo(f"service: {base}  (key: {token}; the API schema is at {base}/openapi.json)\n")
-        client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=None)
+        from serve.client import AgentClient
+        from serve.schemas import StepResponse
+
+        client = AgentClient(base, token, timeout=60)
         submitted = []
         for i, name in enumerate(DEMO_TASKS[: max(1, phones) * 2]):
             task = TASKS[name].create(i)
@@ -159,36 +162,21 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
                 from agent.expert_policy import ExpertPolicy
 
                 choice.policy.experts[task.goal] = ExpertPolicy(task, device.phone)
-            body = {"goal": task.goal, "device": {"serial": device.serial}}
-            created = client.post("/v1/tasks", json=body).json()
-            submitted.append((created["id"], task, device))
-            typer.echo(f"submitted {created['id'][:8]} on {device.phone.serial}: {task.goal}")
+            created = client.create_task(task.goal, device={"serial": device.serial})
+            submitted.append((created.id, task, device))
+            typer.echo(f"submitted {created.id[:8]} on {device.phone.serial}: {task.goal}")
         failures = 0
         for task_id, task, device in submitted:
             typer.echo(f"\n[{task_id[:8]}] {task.goal}")
-            with client.stream("GET", f"/v1/tasks/{task_id}/events") as stream:
-                kind = ""
-                for line in stream.iter_lines():
-                    if line.startswith("event: "):
-                        kind = line[7:]
-                    elif line.startswith("data: "):
-                        data_ = json.loads(line[6:])
-                        if kind == "step":
-                            what = (
-                                json.dumps(data_["device_action"])
-                                if data_["device_action"]
-                                else data_["parse_error"]
-                            )
-                            typer.echo(
-                                f"  step {data_['index']}: {what}  (policy {data_['policy_s'] or 0:.2f}s)"
-                            )
-                        elif kind == "end":
-                            typer.echo(
-                                f"  -> {data_['status']}" + (f": {data_['error']}" if data_["error"] else "")
-                            )
-                            break
-            result = client.get(f"/v1/tasks/{task_id}").json()
-            ok = task.is_successful(device.phone, Outcome(answer=result.get("answer")))
+            for kind, payload in client.events(task_id):
+                if kind == "step" and isinstance(payload, StepResponse):
+                    what = json.dumps(payload.device_action) if payload.device_action else payload.parse_error
+                    typer.echo(f"  step {payload.index}: {what}  (policy {payload.policy_s or 0:.2f}s)")
+                elif isinstance(payload, dict):
+                    end = f": {payload['error']}" if payload.get("error") else ""
+                    typer.echo(f"  -> {payload['status']}{end}")
+            result = client.task(task_id)
+            ok = task.is_successful(device.phone, Outcome(answer=result.answer))
             failures += not ok
             typer.echo(
                 f"  checked on the phone: {'done' if ok else 'not done'};  {base}/v1/trajectories/{task_id}"

@@ -210,3 +210,23 @@ def test_models_swap_routes_new_tasks_and_rollback_restores(make_service) -> Non
     listed = agent.get("/v1/models").json()
     assert [v["name"] for v in listed["versions"]] == ["v1", "v2"]
     assert listed["aliases"] == {"default": "v1"}
+
+
+def test_the_typed_client_covers_a_task_end_to_end(make_service) -> None:  # type: ignore[no-untyped-def]
+    from serve.client import AgentClient, ApiError
+
+    service = make_service(ScriptedPolicy(steps=2))
+    with AgentClient(service.url, service.agent) as client:
+        task = client.create_task("via the client", max_steps=5)
+        events = list(client.events(task.id))
+        assert [kind for kind, _ in events] == ["step", "step", "end"]
+        assert client.task(task.id).status.value == "succeeded"
+        assert client.trajectory(task.id).steps[-1].action == {"action": "terminate", "status": "success"}
+        assert any(d.state == "device" for d in client.devices())
+        assert client.feedback(task.id, "success").task.feedback == "success"
+        with pytest.raises(ApiError) as info:
+            client.task("no-such-task")
+        assert info.value.status == 404
+    with AgentClient(service.url, "uis1_bad_key") as bad, pytest.raises(ApiError) as denied:
+        bad.tasks()
+    assert denied.value.status == 401

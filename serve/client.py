@@ -1,0 +1,115 @@
+"""A typed Python client of the API (synchronous, httpx), used by the demo and the tests.
+
+client = AgentClient("http://127.0.0.1:8080", key)
+task = client.create_task("Turn on Wi-Fi")
+for event, data in client.events(task.id):
+    ...
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from serve.schemas import (
+    DeviceResponse,
+    FeedbackResponse,
+    StepResponse,
+    TaskList,
+    TaskResponse,
+    TrajectoryResponse,
+)
+
+
+class ApiError(RuntimeError):
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class AgentClient:
+    def __init__(self, base_url: str, key: str, *, timeout: float = 30.0) -> None:
+        self._http = httpx.Client(base_url=base_url.rstrip("/"), headers={"Authorization": f"Bearer {key}"},
+                                  timeout=timeout)  # fmt: skip
+
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        response = self._http.request(method, path, **kw)
+        if response.status_code >= 400:
+            try:
+                detail = response.json().get("detail")
+            except ValueError:
+                detail = response.text
+            raise ApiError(response.status_code, detail)
+        return response.json()
+
+    def create_task(self, goal: str, **options: Any) -> TaskResponse:
+        """Options: device ({serial, model, labels}), max_steps, timeout_s, model, sampling, idempotency_key."""
+        return TaskResponse.model_validate(self._json("POST", "/v1/tasks", json={"goal": goal, **options}))
+
+    def task(self, task_id: str) -> TaskResponse:
+        return TaskResponse.model_validate(self._json("GET", f"/v1/tasks/{task_id}"))
+
+    def tasks(self, **filters: Any) -> TaskList:
+        return TaskList.model_validate(self._json("GET", "/v1/tasks", params=filters))
+
+    def cancel(self, task_id: str) -> TaskResponse:
+        return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/cancel"))
+
+    def feedback(self, task_id: str, outcome: str, comment: str | None = None) -> FeedbackResponse:
+        body = {"outcome": outcome, "comment": comment}
+        return FeedbackResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/feedback", json=body))
+
+    def pause(self, task_id: str) -> TaskResponse:
+        return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/pause"))
+
+    def take_over(self, task_id: str, action: dict[str, Any]) -> TaskResponse:
+        return TaskResponse.model_validate(
+            self._json("POST", f"/v1/tasks/{task_id}/takeover", json={"action": action})
+        )
+
+    def resume(self, task_id: str) -> TaskResponse:
+        return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/resume"))
+
+    def events(self, task_id: str) -> Iterator[tuple[str, StepResponse | dict[str, Any]]]:
+        """The task's server-sent events until it ends: ("step", StepResponse) and ("end", {...})."""
+        with self._http.stream("GET", f"/v1/tasks/{task_id}/events", timeout=None) as stream:
+            if stream.status_code >= 400:
+                stream.read()
+                raise ApiError(stream.status_code, stream.text)
+            kind = ""
+            for line in stream.iter_lines():
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    data = json.loads(line[6:])
+                    yield (kind, StepResponse.model_validate(data)) if kind == "step" else (kind, data)
+                    if kind == "end":
+                        return
+
+    def trajectory(self, task_id: str) -> TrajectoryResponse:
+        return TrajectoryResponse.model_validate(self._json("GET", f"/v1/trajectories/{task_id}"))
+
+    def devices(self) -> list[DeviceResponse]:
+        return [DeviceResponse.model_validate(d) for d in self._json("GET", "/v1/devices")]
+
+    def predict(
+        self, goal: str, screenshots: list[str], history: list[str] | None = None, **options: Any
+    ) -> dict[str, Any]:
+        body = {"goal": goal, "screenshots": screenshots, "history": history or [], **options}
+        return dict(self._json("POST", "/v1/predict", json=body))
+
+    def models(self) -> dict[str, Any]:
+        return dict(self._json("GET", "/v1/models"))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> AgentClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
