@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -62,7 +61,7 @@ def convert(
         typer.echo("\n".join(lines))
     else:
         out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    steps = sum(len(json.loads(line)["steps"]) for line in lines)
+    steps = sum(len(episode.steps) for episode in episodes)
     typer.echo(f"{len(lines)} episodes, {steps} steps", err=True)
 
 

@@ -137,8 +137,9 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
                                  episode=EpisodeSettings(max_steps=15, max_parse_errors=2, settle_s=0.2))  # fmt: skip
         from agent.store import TrajectoryStore
 
-        TrajectoryStore(store.url, store.screenshot_dir).migrate()
-        keys = KeyStore(TrajectoryStore(store.url, store.screenshot_dir).engine)
+        trajectories = TrajectoryStore(store.url, store.screenshot_dir)
+        trajectories.migrate()
+        keys = KeyStore(trajectories.engine)
         keys.migrate()
         _, token = keys.create("demo", {Scope.AGENT, Scope.ADMIN})
         server = uvicorn.Server(uvicorn.Config(create_app(settings, policy=choice.policy), host="127.0.0.1",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter, HTTPException, Response, status
 
 from devices.base import DeviceError, DeviceGone
@@ -61,5 +59,4 @@ async def release(serial: str, state: StateDep, key: AdminKey) -> DeviceResponse
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no device {serial}")
     if device.lease is not None:
         await state.pool.release(device.lease.id)
-    await asyncio.sleep(0)
     return _response(device)

@@ -14,7 +14,7 @@ from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
 from agent.trajectory import EpisodeStatus
 from serve.deps import AgentKey, StateDep
-from serve.runner import QueueFull, TaskRequest, UnknownModel
+from serve.runner import QueueFull, Takeover, TaskRequest, UnknownModel
 from serve.schemas import (
     FeedbackRequest,
     FeedbackResponse,
@@ -94,21 +94,25 @@ async def stream_task(task_id: str, state: StateDep, key: AgentKey) -> Streaming
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
+def _takeover(state: StateDep, task_id: str, refusal: str) -> Takeover:
+    takeover = state.runner.takeover(task_id)
+    if takeover is None:
+        raise HTTPException(status.HTTP_409_CONFLICT, refusal)
+    return takeover
+
+
 @router.post("/{task_id}/pause", response_model=TaskResponse)
 async def pause_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
     """Hold the task before its next action, so a person can supply that action (takeover)."""
-    takeover = state.runner.takeover(task_id)
-    if takeover is None:
-        raise HTTPException(status.HTTP_409_CONFLICT, "only a running task can be paused")
-    takeover.pause()
+    _takeover(state, task_id, "only a running task can be paused").pause()
     return TaskResponse.of(await _episode(state, task_id))
 
 
 @router.post("/{task_id}/takeover", response_model=TaskResponse)
 async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: AgentKey) -> TaskResponse:
     """Supply the action of the current step (device pixels) and resume; it is recorded as expert-provided."""
-    takeover = state.runner.takeover(task_id)
-    if takeover is None or not takeover.paused:
+    takeover = _takeover(state, task_id, "pause the running task first")
+    if not takeover.paused:
         raise HTTPException(status.HTTP_409_CONFLICT, "pause the running task first")
     try:
         action = action_from_dict(body.action)
@@ -121,10 +125,7 @@ async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: A
 @router.post("/{task_id}/resume", response_model=TaskResponse)
 async def resume_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
     """Let a paused task go on with the policy's own action."""
-    takeover = state.runner.takeover(task_id)
-    if takeover is None:
-        raise HTTPException(status.HTTP_409_CONFLICT, "the task is not running")
-    takeover.resume()
+    _takeover(state, task_id, "the task is not running").resume()
     return TaskResponse.of(await _episode(state, task_id))
 
 
