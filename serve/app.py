@@ -23,7 +23,7 @@ from devices.pool import DevicePool, PoolSettings
 from serve import metrics
 from serve.auth import KeyStore
 from serve.deps import AgentKey
-from serve.routes import devices, models, predict, system, tasks, trajectories
+from serve.routes import devices, models, predict, session, system, tasks, trajectories, viewer
 from serve.runner import RunnerSettings, TaskRunner
 from serve.settings import ServeSettings
 from serve.state import ServiceState
@@ -111,6 +111,8 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
     app.include_router(trajectories.router)
     app.include_router(predict.router)
     app.include_router(models.router)
+    app.include_router(session.router)
+    app.include_router(viewer.router)
     return app
 
 

@@ -179,11 +179,10 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
             result = client.task(task_id)
             ok = task.is_successful(device.phone, Outcome(answer=result.answer))
             failures += not ok
-            typer.echo(
-                f"  checked on the phone: {'done' if ok else 'not done'};  {base}/v1/trajectories/{task_id}"
-            )
+            typer.echo(f"  checked on the phone: {'done' if ok else 'not done'}")
+            typer.echo(f"  viewer: {base}/viewer/tasks/{task_id}#key={token}")
         typer.echo(f"\n{len(submitted) - failures}/{len(submitted)} tasks done with {choice.name}.")
-        typer.echo(f"trajectories are kept in {data}; the links above need the service: add --keep-running")
+        typer.echo(f"trajectories are kept in {data}; the viewer links need the service: add --keep-running")
         if keep_running:
             typer.echo("the service keeps running; Ctrl-C stops it")
             try:

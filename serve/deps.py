@@ -1,4 +1,12 @@
-"""Shared route dependencies: the service state and API-key authorisation."""
+"""Shared route dependencies: the service state and API-key authorisation.
+
+A key arrives as ``Authorization: Bearer KEY``, as ``X-API-Key``, or, for the viewer pages in a
+browser, as the HttpOnly ``uis1_key`` cookie that ``POST /v1/session`` sets. A browser sends a
+cookie with any request, including one forged by another site, so a request authenticated only
+by the cookie may change state only when it also carries the ``X-UIS1-CSRF`` header: another site
+cannot add a custom header without a CORS preflight, which this service refuses unless
+``UIS1_CORS_ORIGINS`` trusts that site.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +15,19 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyCookie, APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from serve.auth import ApiKey, Scope
 from serve.state import ServiceState
 
+SESSION_COOKIE = "uis1_key"
+CSRF_HEADER = "X-UIS1-CSRF"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
 _bearer = HTTPBearer(auto_error=False, description="An API key (uis1 keys create).")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False)
+_cookie = APIKeyCookie(name=SESSION_COOKIE, auto_error=False,
+                       description="Set by POST /v1/session for the viewer pages.")  # fmt: skip
 
 
 def get_state(request: Request) -> ServiceState:
@@ -24,20 +38,41 @@ def get_state(request: Request) -> ServiceState:
 StateDep = Annotated[ServiceState, Depends(get_state)]
 
 
+class Unauthorized(HTTPException):
+    def __init__(self, detail: str) -> None:
+        super().__init__(status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+async def _authenticate(
+    request: Request,
+    state: ServiceState,
+    bearer: HTTPAuthorizationCredentials | None,
+    header: str | None,
+    cookie: str | None,
+) -> ApiKey:
+    token = bearer.credentials if bearer else header
+    if not token and cookie:
+        if request.method not in _SAFE_METHODS and request.headers.get(CSRF_HEADER) != "1":
+            raise HTTPException(status.HTTP_403_FORBIDDEN,
+                                f"a request authenticated by cookie needs the {CSRF_HEADER}: 1 header")  # fmt: skip
+        token = cookie
+    if not token:
+        raise Unauthorized("an API key is required")
+    key = await asyncio.to_thread(state.keys.verify, token)
+    if key is None:
+        raise Unauthorized("invalid or revoked API key")
+    return key
+
+
 def require(scope: Scope) -> Callable[..., Awaitable[ApiKey]]:
     async def check(
+        request: Request,
         state: StateDep,
         bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
         header: Annotated[str | None, Depends(_header)],
+        cookie: Annotated[str | None, Depends(_cookie)],
     ) -> ApiKey:
-        token = bearer.credentials if bearer else header
-        if not token:
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "an API key is required",
-                                headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
-        key = await asyncio.to_thread(state.keys.verify, token)
-        if key is None:
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API key",
-                                headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+        key = await _authenticate(request, state, bearer, header, cookie)
         if not key.allows(scope):
             raise HTTPException(status.HTTP_403_FORBIDDEN, f"this key lacks the {scope.value} scope")
         return key
@@ -45,5 +80,20 @@ def require(scope: Scope) -> Callable[..., Awaitable[ApiKey]]:
     return check
 
 
+async def optional_key(
+    request: Request,
+    state: StateDep,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    header: Annotated[str | None, Depends(_header)],
+    cookie: Annotated[str | None, Depends(_cookie)],
+) -> ApiKey | None:
+    """The caller's key, or None without a valid one (for pages that answer with a sign-in form)."""
+    try:
+        return await _authenticate(request, state, bearer, header, cookie)
+    except Unauthorized:
+        return None
+
+
+OptionalKey = Annotated[ApiKey | None, Depends(optional_key)]
 AgentKey = Annotated[ApiKey, Depends(require(Scope.AGENT))]
 AdminKey = Annotated[ApiKey, Depends(require(Scope.ADMIN))]

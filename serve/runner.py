@@ -234,6 +234,10 @@ class TaskRunner:
         running = self._running.get(episode_id)
         return running.takeover if running is not None else None
 
+    def is_paused(self, episode_id: str) -> bool:
+        takeover = self.takeover(episode_id)
+        return takeover is not None and takeover.paused
+
     @property
     def queue_depth(self) -> int:
         return len(self._queue)

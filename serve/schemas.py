@@ -63,17 +63,18 @@ class TaskResponse(BaseModel):
     error: str | None = None
     answer: str | None = None
     feedback: str | None = None
+    paused: bool = Field(False, description="Held before its next action for a takeover.")
     events_url: str
     trajectory_url: str
 
     @classmethod
-    def of(cls, episode: Episode) -> TaskResponse:
+    def of(cls, episode: Episode, *, paused: bool = False) -> TaskResponse:
         return cls(
             id=episode.id, goal=episode.goal, status=episode.status,
             device=episode.device.serial if episode.device else None, model_version=episode.model_version,
             created_at=episode.created_at, started_at=episode.started_at, finished_at=episode.finished_at,
             steps=len(episode.steps), error=episode.error, answer=episode.answer,
-            feedback=episode.labels.get("feedback"),
+            feedback=episode.labels.get("feedback"), paused=paused,
             events_url=f"/v1/tasks/{episode.id}/events", trajectory_url=f"/v1/trajectories/{episode.id}",
         )  # fmt: skip
 

@@ -12,7 +12,7 @@ from fastapi.responses import StreamingResponse
 
 from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
-from agent.trajectory import EpisodeStatus
+from agent.trajectory import Episode, EpisodeStatus
 from serve.deps import AgentKey, StateDep
 from serve.runner import QueueFull, Takeover, TaskRequest, UnknownModel
 from serve.schemas import (
@@ -27,7 +27,7 @@ from serve.schemas import (
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
 
 
-async def _episode(state: StateDep, task_id: str):  # type: ignore[no-untyped-def]
+async def _episode(state: StateDep, task_id: str) -> Episode:
     try:
         return await asyncio.to_thread(state.store.get, task_id)
     except KeyError:
@@ -67,9 +67,13 @@ async def list_tasks(
     return TaskList(tasks=[TaskResponse.of(e) for e in episodes], limit=limit, offset=offset)
 
 
+def _task(state: StateDep, episode: Episode) -> TaskResponse:
+    return TaskResponse.of(episode, paused=state.runner.is_paused(episode.id))
+
+
 @router.get("/{task_id}", response_model=TaskResponse)
 async def get_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
-    return TaskResponse.of(await _episode(state, task_id))
+    return _task(state, await _episode(state, task_id))
 
 
 @router.post("/{task_id}/cancel", response_model=TaskResponse)
@@ -105,7 +109,7 @@ def _takeover(state: StateDep, task_id: str, refusal: str) -> Takeover:
 async def pause_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
     """Hold the task before its next action, so a person can supply that action (takeover)."""
     _takeover(state, task_id, "only a running task can be paused").pause()
-    return TaskResponse.of(await _episode(state, task_id))
+    return _task(state, await _episode(state, task_id))
 
 
 @router.post("/{task_id}/takeover", response_model=TaskResponse)
@@ -119,14 +123,14 @@ async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: A
     except ActionError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"bad action: {exc.detail}") from None
     takeover.resume(action)
-    return TaskResponse.of(await _episode(state, task_id))
+    return _task(state, await _episode(state, task_id))
 
 
 @router.post("/{task_id}/resume", response_model=TaskResponse)
 async def resume_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
     """Let a paused task go on with the policy's own action."""
     _takeover(state, task_id, "the task is not running").resume()
-    return TaskResponse.of(await _episode(state, task_id))
+    return _task(state, await _episode(state, task_id))
 
 
 @router.post("/{task_id}/feedback", response_model=FeedbackResponse)

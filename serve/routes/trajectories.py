@@ -53,5 +53,6 @@ async def get_trajectory(episode_id: str, state: StateDep, key: AgentKey) -> Tra
     except KeyError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no episode {episode_id}") from None
     return TrajectoryResponse(
-        task=TaskResponse.of(episode), steps=[StepResponse.of(s) for s in episode.steps]
+        task=TaskResponse.of(episode, paused=state.runner.is_paused(episode.id)),
+        steps=[StepResponse.of(s) for s in episode.steps],
     )
