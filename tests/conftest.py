@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+VLLM_VENV = Path(os.environ.get("UIS1_VLLM_VENV", REPO / ".venv-vllm"))
 
 
 @pytest.fixture(scope="session")
@@ -35,8 +43,6 @@ def interchange_dir() -> Path:
 
 
 def _free_port() -> int:
-    import socket
-
     from devices.sim.fleet import EMULATOR_PORTS
 
     while True:
@@ -126,3 +132,49 @@ def store(request, tmp_path):  # type: ignore[no-untyped-def]
             conn.execute(sa.text("TRUNCATE episodes CASCADE"))
     yield store
     store.engine.dispose()
+
+
+@contextmanager
+def vllm_server(model_dir: Path, *, startup_s: float = 280) -> Iterator[dict[str, Any]]:
+    """A real vLLM server (the CPU build, ``scripts/vllm-cpu serve``) on a free loopback port.
+
+    Yields ``{"base_url", "model", "proc"}``; the server's log is ``.cache/vllm-test.log``. Without
+    the vLLM environment the test is skipped on a developer's machine and fails in CI.
+    """
+    import httpx
+
+    if not (VLLM_VENV / "bin" / "python").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"no vLLM environment at {VLLM_VENV}: run scripts/vllm-cpu setup")
+        pytest.skip(f"no vLLM environment at {VLLM_VENV} (scripts/vllm-cpu setup)")
+    port = _free_port()
+    log = (REPO / ".cache").resolve()
+    log.mkdir(exist_ok=True)
+    out = (log / "vllm-test.log").open("ab")
+    proc = subprocess.Popen(
+        [str(REPO / "scripts" / "vllm-cpu"), "serve", str(model_dir), "--port", str(port)],
+        stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup_s
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM exited with {proc.returncode}; see {log / 'vllm-test.log'}")
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("vLLM did not become healthy")
+            time.sleep(1)
+        yield {"base_url": base, "model": model_dir.name, "proc": proc}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        out.close()

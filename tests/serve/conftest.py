@@ -58,7 +58,7 @@ class Service:
     admin: str
     agent: str
     settings: ServeSettings
-    policy: ScriptedPolicy
+    policy: ScriptedPolicy | None
     server: uvicorn.Server
     thread: threading.Thread
 
@@ -77,7 +77,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_service(settings: ServeSettings, policy: ScriptedPolicy, keys: tuple[str, str]) -> Service:
+def start_service(settings: ServeSettings, policy: ScriptedPolicy | None, keys: tuple[str, str]) -> Service:
     port = _free_port()
     config = uvicorn.Config(create_app(settings, policy=policy), host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")  # fmt: skip
@@ -103,7 +103,8 @@ def make_service(tmp_path: Path, adb_server, fleet) -> Iterator:  # type: ignore
     store = StoreSettings(url=f"sqlite:///{tmp_path / 'service.db'}", screenshot_dir=tmp_path / "shots")
     keys_made: list[tuple[str, str]] = []
 
-    def make(policy: ScriptedPolicy | None = None, **overrides) -> Service:  # type: ignore[no-untyped-def]
+    def make(scripted: ScriptedPolicy | None = None, *, own_policy: bool = False, **overrides) -> Service:  # type: ignore[no-untyped-def]
+        """A running service; ``own_policy`` lets the app build its policy from the settings."""
         settings = ServeSettings(store=store, adb_servers=[f"127.0.0.1:{adb_server.port}"],
                                  episode=EpisodeSettings(settle_s=0.0, max_steps=20), **overrides)  # fmt: skip
         if not keys_made:
@@ -119,7 +120,7 @@ def make_service(tmp_path: Path, adb_server, fleet) -> Iterator:  # type: ignore
                 (ks.create("admin", {Scope.ADMIN, Scope.AGENT})[1], ks.create("agent", {Scope.AGENT})[1])
             )
             engine.dispose()
-        service = start_service(settings, policy or ScriptedPolicy(), keys_made[0])
+        service = start_service(settings, None if own_policy else scripted or ScriptedPolicy(), keys_made[0])
         started.append(service)
         return service
 

@@ -1,0 +1,93 @@
+"""The service with its own vLLM backend: the tiny model behind the real vLLM CPU server.
+
+The app builds its policy from settings (``UIS1_POLICY__*``) as in production; tasks run on
+simulated phones behind the real adb server. The tiny model has random weights, so its answers do
+not parse: the test pins that every step is recorded with the server's raw text and the model
+version, that the task ends with the reason, and that readiness and metrics see the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from agent.geometry import ResizeSettings, Size, smart_resize
+from agent.vllm_policy import VllmSettings
+from tests.conftest import vllm_server
+from tests.serve.test_api import wait_finished
+
+pytestmark = pytest.mark.timeout(400)
+
+
+@pytest.fixture(scope="module")
+def vllm(tiny_model_dir: Path) -> Iterator[dict[str, Any]]:
+    with vllm_server(tiny_model_dir) as server:
+        yield server
+
+
+def test_a_task_runs_on_the_real_vllm_server_and_every_step_is_recorded(
+    make_service, vllm, tiny_model_dir
+) -> None:  # type: ignore[no-untyped-def]
+    from agent.checkpoint import load_processor, vision_token_ids
+
+    suppress = tuple(vision_token_ids(load_processor(tiny_model_dir).tokenizer))
+    policy = VllmSettings(base_url=vllm["base_url"], model=vllm["model"], suppress_token_ids=suppress)
+    service = make_service(own_policy=True, policy=policy, resize=ResizeSettings(max_pixels=64 * 28 * 28))
+    client = service.client(service.agent)
+
+    ready = service.client().get("/readyz").json()
+    assert ready["checks"]["policy"] is True
+
+    task_id = client.post("/v1/tasks", json={"goal": "Turn on Wi-Fi", "max_steps": 2,
+                                             "sampling": {"max_tokens": 16}}).json()["id"]  # fmt: skip
+    steps = []
+    with client.stream("GET", f"/v1/tasks/{task_id}/events") as stream:
+        kind = None
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                kind = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                data = json.loads(line.removeprefix("data: "))
+                if kind == "step":
+                    steps.append(data)
+                elif kind == "end":
+                    end = data
+                    break
+    task = wait_finished(client, task_id)
+    assert task["model_version"] in (None, vllm["model"])
+    assert steps, "no step was streamed"
+    assert all(s["raw_response"] and s["model_version"] == vllm["model"] for s in steps)
+    assert all(s["parse_error"] for s in steps)  # random weights never write a valid action
+    assert end["status"] == task["status"] == "failed"
+    assert end["error"] == task["error"] == "step budget of 2 used up"  # parse errors under the retry limit
+    recorded = client.get(f"/v1/trajectories/{task_id}").json()["steps"]
+    assert [s["raw_response"] for s in recorded] == [s["raw_response"] for s in steps]
+
+    metrics = client.get("/metrics").text
+    assert 'uis1_parse_errors_total{reason="' in metrics
+    assert 'uis1_step_seconds_count{phase="policy"}' in metrics
+    assert f"{vllm['base_url']}/metrics" in metrics
+
+
+def test_predict_goes_through_the_real_vllm_server(make_service, vllm) -> None:  # type: ignore[no-untyped-def]
+    policy = VllmSettings(base_url=vllm["base_url"], model=vllm["model"])
+    service = make_service(own_policy=True, policy=policy, resize=ResizeSettings(max_pixels=64 * 28 * 28))
+    buffer = io.BytesIO()
+    Image.new("RGB", (540, 1200), (30, 120, 200)).save(buffer, "PNG")
+    body = {"goal": "Open Clock", "screenshots": [base64.b64encode(buffer.getvalue()).decode()],
+            "sampling": {"max_tokens": 8}}  # fmt: skip
+    response = service.client(service.agent).post("/v1/predict", json=body)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["raw"]
+    assert result["parse_error"]  # random weights
+    resized = smart_resize(Size(540, 1200), ResizeSettings(max_pixels=64 * 28 * 28))
+    assert result["resized"] == [resized.width, resized.height]
+    assert result["model_version"] == vllm["model"]
