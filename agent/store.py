@@ -116,6 +116,7 @@ class EpisodeQuery:
     until: datetime | None = None
     limit: int = 100
     offset: int = 0
+    oldest_first: bool = False
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -125,6 +126,15 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()
+
+
+MIGRATION_LOCK = 0x75697331  # "uis1": one PostgreSQL advisory lock for every migration of the project
+
+
+def lock_for_migration(connection: sa.Connection) -> None:
+    """Serialise migrations of replicas that start together (PostgreSQL; SQLite locks the file)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
 
 
 def make_engine(url: str) -> sa.Engine:
@@ -151,6 +161,7 @@ class TrajectoryStore:
         config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
         config.attributes["connection_url"] = self.url
         with self.engine.begin() as connection:
+            lock_for_migration(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 
@@ -182,6 +193,27 @@ class TrajectoryStore:
                     sa.insert(labels),
                     [{"episode_id": episode.id, "key": k, "value": v} for k, v in episode.labels.items()],
                 )
+
+    def transition(self, episode: Episode, expected: EpisodeStatus) -> bool:
+        """Save the episode's own fields only if its stored status is still ``expected``.
+
+        The compare-and-set that lets several service replicas share one queue: of two replicas
+        that try to start (or cancel) the same pending task, exactly one succeeds.
+        """
+        row = self._episode_row(episode)
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                sa.update(episodes)
+                .where(episodes.c.id == episode.id, episodes.c.status == expected.value)
+                .values(**row)
+            ).rowcount
+        return bool(done)
+
+    def count(self, status: EpisodeStatus) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(
+                sa.select(sa.func.count()).select_from(episodes).where(episodes.c.status == status.value)
+            ).scalar_one())  # fmt: skip
 
     def save_step(self, episode_id: str, step: Step) -> None:
         """Insert or replace one step; committed when this returns."""
@@ -219,7 +251,8 @@ class TrajectoryStore:
 
     def query(self, q: EpisodeQuery | None = None) -> list[Episode]:
         q = q or EpisodeQuery()
-        stmt = sa.select(episodes.c.id).order_by(episodes.c.created_at.desc(), episodes.c.id)
+        order = episodes.c.created_at.asc() if q.oldest_first else episodes.c.created_at.desc()
+        stmt = sa.select(episodes.c.id).order_by(order, episodes.c.id)
         if q.status is not None:
             stmt = stmt.where(episodes.c.status == q.status.value)
         if q.device_serial is not None:

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -286,15 +286,20 @@ class DevicePool:
         labels: Mapping[str, str] | None = None,
         ttl_s: float | None = None,
         wait_s: float = 0.0,
+        exclude: Collection[str] = (),
     ) -> Lease:
-        """Lease a matching, healthy, free device; wait up to ``wait_s`` for one to free up."""
+        """Lease a matching, healthy, free device; wait up to ``wait_s`` for one to free up.
+
+        ``exclude`` names serials to pass over (held elsewhere, e.g. by another service replica).
+        """
         wanted = labels or {}
         deadline = self._clock() + wait_s
         async with self._changed:
             while True:
                 self._expire_leases(self._clock())
                 candidates = [d for d in self.devices.values() if self._matches(d, serial, model, wanted)]
-                free = sorted((d for d in candidates if d.available), key=lambda d: (d.failures, d.serial))
+                free = sorted((d for d in candidates if d.available and d.serial not in exclude),
+                              key=lambda d: (d.failures, d.serial))  # fmt: skip
                 if free:
                     device = free[0]
                     lease = Lease(uuid.uuid4().hex, device.serial, holder,

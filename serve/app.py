@@ -22,6 +22,7 @@ from agent.store import TrajectoryStore
 from devices.pool import DevicePool, PoolSettings
 from serve import metrics
 from serve.auth import KeyStore
+from serve.cluster import Cluster
 from serve.deps import AgentKey
 from serve.routes import devices, models, predict, session, system, tasks, trajectories, viewer
 from serve.runner import RunnerSettings, TaskRunner
@@ -57,9 +58,11 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         prompt = PromptSettings(resize=settings.resize)
         chosen = policy or make_policy(settings, prompt)
         registry = ModelRegistry(store.engine)
+        cluster = Cluster(store.engine, settings.replica_id, settings.device_lease_ttl_s)
         runner = TaskRunner(store, pool, chosen, RunnerSettings(max_queue=settings.max_queue,
-                            grace_s=settings.shutdown_grace_s, episode=settings.episode), prompt=prompt,
-                            registry=registry)  # fmt: skip
+                            grace_s=settings.shutdown_grace_s, episode=settings.episode,
+                            cluster_lease_ttl_s=settings.device_lease_ttl_s), prompt=prompt,
+                            registry=registry, cluster=cluster)  # fmt: skip
         await runner.start()
         app.state.service = ServiceState(settings, store, keys, pool, chosen, runner, registry)
         log.info("serving with policy %s on %d device(s)", chosen.model_version, len(pool.devices))

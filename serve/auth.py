@@ -19,6 +19,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from agent.store import lock_for_migration
 from agent.trajectory import utcnow
 
 metadata = sa.MetaData()
@@ -67,6 +68,7 @@ class KeyStore:
         config = Config()
         config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
         with self.engine.begin() as connection:
+            lock_for_migration(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
 

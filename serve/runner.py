@@ -1,11 +1,14 @@
 """The task runner: a bounded queue of episodes in front of the device pool.
 
-A submitted task is an episode row with status ``pending`` (the request is kept on the row), so
-the queue survives a restart: on start, pending episodes are queued again and episodes that were
-``running`` when the service died are marked ``interrupted``. A queued task waits for a free device
-that matches its selector; each device runs one episode at a time (a pool lease). Cancellation
-takes effect before the next step. Shutdown gives running episodes a grace period, then stops
-them and marks them interrupted; queued ones stay pending for the next start.
+A submitted task is an episode row with status ``pending`` (the request is kept on the row): the
+queue lives in the database, so it survives a restart and is shared by every replica of the
+service. A queued task waits for a free device that matches its selector; each device runs one
+episode at a time, held by a pool lease in this process and a device lease in the database
+(``serve.cluster``), and a task starts only on the replica whose compare-and-set moves it from
+``pending`` to ``running``. Cancellation takes effect before the next step, whichever replica is
+asked. Shutdown gives running episodes a grace period, then stops them and marks them
+interrupted; queued ones stay pending for the next start or another replica. Episodes of a
+replica that died are marked interrupted once its leases expire (at once when it restarts).
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.actions import Action
-from agent.episode import EpisodeRunner, EpisodeSettings, Review, Verdict
+from agent.actions import Action, ActionError, action_from_dict
+from agent.episode import EpisodeRunner, EpisodeSettings
 from agent.policy import Policy, SamplingSettings
 from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry, RegistryError
@@ -28,6 +31,8 @@ from agent.store import EpisodeQuery, TrajectoryStore
 from agent.trajectory import Episode, EpisodeStatus, Step, utcnow
 from devices.pool import DevicePool, NoDeviceAvailable
 from serve import metrics
+from serve.cluster import Cluster, device_key
+from serve.takeover import Takeover
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,10 @@ class UnknownModel(LookupError):
     pass
 
 
+class NotRunning(LookupError):
+    pass
+
+
 class QueueFull(Exception):
     def __init__(self, retry_after_s: int) -> None:
         super().__init__("the task queue is full")
@@ -69,36 +78,9 @@ class RunnerSettings:
     max_queue: int = 100
     grace_s: float = 30.0
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
-    lease_ttl_s: float = 3600.0
-
-
-class Takeover:
-    """Lets a client pause a running episode before its next action and supply that action."""
-
-    def __init__(self) -> None:
-        self._resume = asyncio.Event()
-        self._resume.set()
-        self._replacement: Action | None = None
-        self.waiting = asyncio.Event()  # set while a step waits for the client
-
-    @property
-    def paused(self) -> bool:
-        return not self._resume.is_set()
-
-    def pause(self) -> None:
-        self._resume.clear()
-
-    def resume(self, action: Action | None = None) -> None:
-        self._replacement = action
-        self._resume.set()
-
-    async def review(self, episode: Episode, step: Step) -> Review:
-        if not self._resume.is_set():
-            self.waiting.set()
-            await self._resume.wait()
-            self.waiting.clear()
-        action, self._replacement = self._replacement, None
-        return Review(Verdict.REPLACE, action) if action is not None else Review()
+    lease_ttl_s: float = 3600.0  # the pool's own lease, in this process
+    cluster_lease_ttl_s: float = 30.0  # the database lease, renewed while the episode runs
+    control_poll_s: float = 0.5  # how often requests sent to other replicas are picked up
 
 
 @dataclass
@@ -119,6 +101,7 @@ class TaskRunner:
         *,
         prompt: PromptSettings | None = None,
         registry: ModelRegistry | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         self.store = store
         self.pool = pool
@@ -126,34 +109,29 @@ class TaskRunner:
         self.settings = settings or RunnerSettings()
         self.prompt = prompt or PromptSettings()
         self.registry = registry
-        self._queue: list[str] = []
+        self.cluster = cluster or Cluster(store.engine, "local", self.settings.cluster_lease_ttl_s)
+        self._queue_depth = 0
         self._running: dict[str, _Running] = {}
         self._subscribers: dict[str, list[asyncio.Queue[dict[str, Any]]]] = {}
         self._wake = asyncio.Event()
-        self._scheduler: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Resume after a restart, then start scheduling."""
-        for episode in await asyncio.to_thread(
-            self.store.query, EpisodeQuery(status=EpisodeStatus.RUNNING, limit=10_000)
-        ):
-            await asyncio.to_thread(self.store.save_episode, episode.model_copy(update={
-                "status": EpisodeStatus.INTERRUPTED, "finished_at": utcnow(), "error": "the service stopped while it ran"}))  # fmt: skip
-        pending = await asyncio.to_thread(
-            self.store.query, EpisodeQuery(status=EpisodeStatus.PENDING, limit=10_000)
-        )
-        self._queue = [e.id for e in sorted(pending, key=lambda e: e.created_at)]
-        self._scheduler = asyncio.create_task(self._schedule(), name="task-scheduler")
+        """Recover from this replica's previous life, then start scheduling."""
+        await asyncio.to_thread(self.cluster.drop_own)
+        await self._interrupt_orphans()
+        self._tasks = [asyncio.create_task(self._schedule(), name="task-scheduler"),
+                       asyncio.create_task(self._keep_alive(), name="task-keepalive")]  # fmt: skip
         self._update_gauges()
 
     async def shutdown(self) -> None:
         self._stopping = True
-        if self._scheduler is not None:
-            self._scheduler.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._scheduler
+                await task
         running = list(self._running.values())
         if running:
             _, late = await asyncio.wait([r.task for r in running], timeout=self.settings.grace_s)
@@ -167,6 +145,7 @@ class TaskRunner:
                 if episode.status in (EpisodeStatus.RUNNING, EpisodeStatus.CANCELLED) and run.task in late:
                     await asyncio.to_thread(self.store.save_episode, episode.model_copy(update={
                         "status": EpisodeStatus.INTERRUPTED, "error": "the service stopped while it ran"}))  # fmt: skip
+                await asyncio.to_thread(self.cluster.end, run.episode_id)
 
     # -- requests ----------------------------------------------------------------------------------
     async def submit(self, request: TaskRequest, *, submitted_by: str = "") -> tuple[Episode, bool]:
@@ -177,10 +156,9 @@ class TaskRunner:
             )
             if found:
                 return found[0], False
-        if len(self._queue) >= self.settings.max_queue or self._stopping:
-            raise QueueFull(
-                retry_after_s=max(5, len(self._queue) // max(1, len(self.pool.devices) or 1) * 10)
-            )
+        depth = await asyncio.to_thread(self.store.count, EpisodeStatus.PENDING)
+        if depth >= self.settings.max_queue or self._stopping:
+            raise QueueFull(retry_after_s=max(5, depth // max(1, len(self.pool.devices)) * 10))
         request = await asyncio.to_thread(self._route, request)
         labels = {"submitted_by": submitted_by} if submitted_by else {}
         if request.idempotency_key:
@@ -188,7 +166,7 @@ class TaskRunner:
         episode = Episode(goal=request.goal, status=EpisodeStatus.PENDING, labels=labels,
                           extra={"request": request.model_dump(mode="json")})  # fmt: skip
         await asyncio.to_thread(self.store.save_episode, episode)
-        self._queue.append(episode.id)
+        self._queue_depth = depth + 1
         metrics.TASKS.labels(status="submitted").inc()
         self._update_gauges()
         self._wake.set()
@@ -212,35 +190,81 @@ class TaskRunner:
         return request.model_copy(update={"model": version.served_name})
 
     async def cancel(self, episode_id: str) -> Episode:
+        """Cancel a queued task, or stop a running one before its next step (on any replica)."""
+        episode = await asyncio.to_thread(self.store.get, episode_id)
+        if episode.status is EpisodeStatus.PENDING:
+            cancelled = episode.model_copy(update={"status": EpisodeStatus.CANCELLED, "finished_at": utcnow(),
+                                                   "error": "cancelled before it started"})  # fmt: skip
+            if await asyncio.to_thread(self.store.transition, cancelled, EpisodeStatus.PENDING):
+                self._publish(episode_id, {"event": "end", "status": cancelled.status.value,
+                                           "error": cancelled.error, "answer": None})  # fmt: skip
+                self._update_gauges()
+                return cancelled
+            episode = await asyncio.to_thread(self.store.get, episode_id)  # a replica just started it
+        if episode.status is not EpisodeStatus.RUNNING:
+            return episode
+        await asyncio.to_thread(self.cluster.request, episode_id, cancel=True)
         running = self._running.get(episode_id)
         if running is not None:
-            running.cancel.set()
-            running.takeover.resume()  # a paused episode must not wait for a client that cancelled
+            self._apply_cancel(running)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(running.task), 60)
             return await asyncio.to_thread(self.store.get, episode_id)
+        return await self._wait_finished(episode_id, 60)
+
+    async def _wait_finished(self, episode_id: str, timeout_s: float) -> Episode:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            episode = await asyncio.to_thread(self.store.get, episode_id)
+            if episode.status.finished or asyncio.get_running_loop().time() > deadline:
+                return episode
+            await asyncio.sleep(self.settings.control_poll_s / 2)
+
+    @staticmethod
+    def _apply_cancel(running: _Running) -> None:
+        running.cancel.set()
+        running.takeover.resume()  # a paused episode must not wait for a client that cancelled
+
+    async def _running_anywhere(self, episode_id: str) -> None:
+        if episode_id in self._running:
+            return
         episode = await asyncio.to_thread(self.store.get, episode_id)
-        if episode.status is EpisodeStatus.PENDING:
-            with contextlib.suppress(ValueError):
-                self._queue.remove(episode_id)
-            episode = episode.model_copy(update={"status": EpisodeStatus.CANCELLED, "finished_at": utcnow(),
-                                                 "error": "cancelled before it started"})  # fmt: skip
-            await asyncio.to_thread(self.store.save_episode, episode)
-            self._publish(episode_id, {"event": "end", "status": episode.status.value})
-            self._update_gauges()
-        return episode
+        if episode.status is not EpisodeStatus.RUNNING:
+            raise NotRunning(f"task {episode_id} is {episode.status.value}")
 
-    def takeover(self, episode_id: str) -> Takeover | None:
-        running = self._running.get(episode_id)
-        return running.takeover if running is not None else None
+    async def pause(self, episode_id: str) -> None:
+        """Hold a running episode before its next action, for a takeover."""
+        await self._running_anywhere(episode_id)
+        await asyncio.to_thread(self.cluster.request, episode_id, paused=True, action=None)
+        if (running := self._running.get(episode_id)) is not None:
+            running.takeover.pause()
 
-    def is_paused(self, episode_id: str) -> bool:
-        takeover = self.takeover(episode_id)
-        return takeover is not None and takeover.paused
+    async def take_over(self, episode_id: str, action: Action) -> None:
+        """Supply the paused episode's next action (device pixels); it goes on with it."""
+        if not await self.is_paused(episode_id):
+            raise NotRunning("pause the running task first")
+        if (running := self._running.get(episode_id)) is not None:
+            await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=None)
+            running.takeover.resume(action)
+        else:
+            await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=action.to_dict())
+
+    async def resume(self, episode_id: str) -> None:
+        """Let a paused episode go on with the policy's own action."""
+        await self._running_anywhere(episode_id)
+        await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=None)
+        if (running := self._running.get(episode_id)) is not None:
+            running.takeover.resume()
+
+    async def is_paused(self, episode_id: str) -> bool:
+        """Whether a pause was asked for and not yet ended (the database is the record for all replicas)."""
+        control = await asyncio.to_thread(self.cluster.control, episode_id)
+        return control.paused
 
     @property
     def queue_depth(self) -> int:
-        return len(self._queue)
+        """Tasks waiting for a device, across replicas, as of the last scheduling pass."""
+        return self._queue_depth
 
     @property
     def running(self) -> list[str]:
@@ -265,7 +289,19 @@ class TaskRunner:
                 }
                 return
             while True:
-                item = await queue.get()
+                try:
+                    item = await asyncio.wait_for(queue.get(), self.settings.control_poll_s * 2)
+                except TimeoutError:  # the episode may run on another replica: read the store
+                    episode = await asyncio.to_thread(self.store.get, episode_id)
+                    for step in episode.steps:
+                        if step.index not in seen:
+                            seen.add(step.index)
+                            yield {"event": "step", "step": step}
+                    if episode.status.finished:
+                        yield {"event": "end", "status": episode.status.value, "error": episode.error,
+                               "answer": episode.answer}  # fmt: skip
+                        return
+                    continue
                 if item["event"] == "step":
                     if item["step"].index in seen:
                         continue
@@ -282,38 +318,106 @@ class TaskRunner:
 
     # -- scheduling --------------------------------------------------------------------------------
     def _update_gauges(self) -> None:
-        metrics.QUEUE_DEPTH.set(len(self._queue))
+        metrics.QUEUE_DEPTH.set(self._queue_depth)
         metrics.RUNNING.set(len(self._running))
 
     async def _schedule(self) -> None:
-        while True:
+        while not self._stopping:
             self._wake.clear()
-            for episode_id in list(self._queue):
-                if self._stopping:
-                    return
-                await self._try_start(episode_id)
+            pending = await asyncio.to_thread(self.store.query, EpisodeQuery(
+                status=EpisodeStatus.PENDING, limit=self.settings.max_queue, oldest_first=True))  # fmt: skip
+            self._queue_depth = len(pending)
+            for episode in pending:  # shutdown cancels this task, so no check of _stopping here
+                if episode.id not in self._running:
+                    await self._try_start(episode)
+            self._update_gauges()
             try:
                 await asyncio.wait_for(self._wake.wait(), 1.0)  # devices may free up or appear
             except TimeoutError:
                 await self.pool.refresh()
 
-    async def _try_start(self, episode_id: str) -> None:
-        episode = await asyncio.to_thread(self.store.get, episode_id)
+    async def _try_start(self, episode: Episode) -> None:
         request = TaskRequest.model_validate(episode.extra.get("request") or {"goal": episode.goal})
         selector = request.device
-        try:
-            lease = await self.pool.acquire(holder=episode_id, serial=selector.serial, model=selector.model,
-                                            labels=selector.labels, ttl_s=self.settings.lease_ttl_s)  # fmt: skip
-        except NoDeviceAvailable:
+        elsewhere: set[str] = set()  # devices another replica holds
+        while True:
+            try:
+                lease = await self.pool.acquire(holder=episode.id, serial=selector.serial, model=selector.model,
+                                                labels=selector.labels, ttl_s=self.settings.lease_ttl_s,
+                                                exclude=elsewhere)  # fmt: skip
+            except NoDeviceAvailable:
+                return
+            key = device_key(self.pool.devices[lease.serial].server, lease.serial)
+            if await asyncio.to_thread(self.cluster.lease, key, episode.id):
+                break
+            elsewhere.add(lease.serial)
+            await self.pool.release(lease.id)
+        started = episode.model_copy(update={"status": EpisodeStatus.RUNNING, "started_at": utcnow()})
+        if not await asyncio.to_thread(self.store.transition, started, EpisodeStatus.PENDING):
+            # Another replica started it, or a client cancelled it, in between.
+            await asyncio.to_thread(self.cluster.release, episode.id)
+            await self.pool.release(lease.id)
             return
-        self._queue.remove(episode_id)
         cancel = asyncio.Event()
         takeover = Takeover()
         task = asyncio.create_task(
-            self._run(episode, request, lease, cancel, takeover), name=f"episode-{episode_id}"
+            self._run(started, request, lease, cancel, takeover), name=f"episode-{episode.id}"
         )
-        self._running[episode_id] = _Running(episode_id, cancel, task, takeover)
+        self._running[episode.id] = _Running(episode.id, cancel, task, takeover)
+        self._queue_depth = max(0, self._queue_depth - 1)
         self._update_gauges()
+
+    async def _keep_alive(self) -> None:
+        """Renew this replica's device leases, apply control requests, sweep dead replicas' episodes."""
+        loop = asyncio.get_running_loop()
+        last_renew = last_sweep = loop.time()
+        while True:
+            await asyncio.sleep(self.settings.control_poll_s)
+            try:
+                await self._apply_controls()
+                now = loop.time()
+                if now - last_renew >= self.settings.cluster_lease_ttl_s / 3:
+                    await asyncio.to_thread(self.cluster.renew, list(self._running))
+                    last_renew = now
+                if now - last_sweep >= self.settings.cluster_lease_ttl_s / 2:
+                    await self._interrupt_orphans()
+                    last_sweep = now
+            except Exception:  # a database hiccup must not stop the loop
+                log.exception("keep-alive pass failed")
+
+    async def _apply_controls(self) -> None:
+        controls = await asyncio.to_thread(self.cluster.controls, list(self._running))
+        for episode_id, control in controls.items():
+            running = self._running.get(episode_id)
+            if running is None:
+                continue
+            if control.cancel:
+                self._apply_cancel(running)
+            elif control.action is not None:
+                await asyncio.to_thread(self.cluster.request, episode_id, action=None)
+                try:
+                    running.takeover.resume(action_from_dict(control.action))
+                except ActionError:
+                    log.warning("ignored an invalid takeover action for %s", episode_id)
+            elif control.paused and not running.takeover.paused:
+                running.takeover.pause()
+            elif not control.paused and running.takeover.paused:
+                running.takeover.resume()
+
+    async def _interrupt_orphans(self) -> None:
+        """Mark ``running`` episodes that no live replica holds as interrupted."""
+        running = await asyncio.to_thread(
+            self.store.query, EpisodeQuery(status=EpisodeStatus.RUNNING, limit=10_000)
+        )
+        held = set((await asyncio.to_thread(self.cluster.holders)).values())  # read after the episodes
+        for episode in running:
+            if episode.id in self._running or episode.id in held:
+                continue
+            interrupted = episode.model_copy(update={"status": EpisodeStatus.INTERRUPTED, "finished_at": utcnow(),
+                                                     "error": "the service stopped while it ran"})  # fmt: skip
+            if await asyncio.to_thread(self.store.transition, interrupted, EpisodeStatus.RUNNING):
+                await asyncio.to_thread(self.cluster.end, episode.id)
+                log.warning("task interrupted", extra={"task_id": episode.id})
 
     async def _run(
         self, episode: Episode, request: TaskRequest, lease: Any, cancel: asyncio.Event, takeover: Takeover
@@ -362,6 +466,7 @@ class TaskRunner:
                 "status": EpisodeStatus.ERROR, "finished_at": utcnow(), "error": "internal error"}))  # fmt: skip
             self._publish(episode.id, {"event": "end", "status": "error", "error": "internal error"})
         finally:
+            await asyncio.to_thread(self.cluster.end, episode.id)
             await self.pool.release(lease.id)
             self._running.pop(episode.id, None)
             self._update_gauges()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Literal
 
@@ -20,3 +21,8 @@ class ServeSettings(AgentSettings):
     shutdown_grace_s: float = Field(30.0, ge=0)
     cors_origins: list[str] = Field(default_factory=list)  # empty: CORS off
     max_upload_bytes: int = Field(20 * 1024 * 1024, gt=0)
+    # Several replicas on one PostgreSQL database: each needs its own id (a restarted replica
+    # keeps it, so its old device leases are dropped at once); every replica must name the adb
+    # servers identically.
+    replica_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
+    device_lease_ttl_s: float = Field(30.0, gt=0)  # a dead replica's phones free up after this

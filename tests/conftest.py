@@ -114,6 +114,23 @@ def postgres_url():  # type: ignore[no-untyped-def]
     admin.dispose()
 
 
+@pytest.fixture
+def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
+    """An empty PostgreSQL database of its own for one test (dropped afterwards)."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    name = f"uis1_test_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    yield POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request, tmp_path):  # type: ignore[no-untyped-def]
     """A migrated trajectory store on each database, empty for each test."""

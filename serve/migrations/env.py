@@ -1,9 +1,10 @@
-"""Alembic environment of the service's own tables (API keys); its version table is separate."""
+"""Alembic environment of the service's own tables (API keys, device leases, task controls); own version table."""
 
 from __future__ import annotations
 
 from alembic import context
 
+import serve.cluster  # noqa: F401  (its tables join the metadata)
 from serve.auth import metadata
 
 connection = context.config.attributes["connection"]

@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter, HTTPException, Response, status
 
 from devices.base import DeviceError, DeviceGone
+from devices.pool import PooledDevice
+from serve.cluster import device_key
 from serve.deps import AdminKey, AgentKey, StateDep
 from serve.schemas import ConnectRequest, DeviceResponse
 
 router = APIRouter(prefix="/v1/devices", tags=["devices"])
 
 
-def _response(device) -> DeviceResponse:  # type: ignore[no-untyped-def]
+def _response(device: PooledDevice, holders: dict[str, str]) -> DeviceResponse:
+    holder = holders.get(device_key(device.server, device.serial)) or (
+        device.lease.holder if device.lease else None
+    )
     return DeviceResponse(serial=device.serial, state=device.state.value, model=device.model, server=device.server,
-                          labels=device.labels, leased_by=device.lease.holder if device.lease else None)  # fmt: skip
+                          labels=device.labels, leased_by=holder)  # fmt: skip
 
 
 @router.get("", response_model=list[DeviceResponse])
 async def list_devices(state: StateDep, key: AgentKey) -> list[DeviceResponse]:
+    """Every device with its state and the task holding it (on any replica)."""
     await state.pool.refresh()
-    return [_response(d) for d in sorted(state.pool.devices.values(), key=lambda d: d.serial)]
+    holders = await asyncio.to_thread(state.runner.cluster.holders)
+    return [_response(d, holders) for d in sorted(state.pool.devices.values(), key=lambda d: d.serial)]
 
 
 @router.get("/{serial}/screenshot", response_class=Response,
@@ -48,15 +57,16 @@ async def connect(body: ConnectRequest, state: StateDep, key: AdminKey) -> Devic
         raise HTTPException(status.HTTP_400_BAD_REQUEST, f"could not connect: {exc.message}") from None
     except ValueError as exc:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
-    return _response(device)
+    return _response(device, {})
 
 
 @router.post("/{serial}/release", response_model=DeviceResponse)
 async def release(serial: str, state: StateDep, key: AdminKey) -> DeviceResponse:
-    """Free a stuck lease (the episode holding it is not stopped; cancel it first)."""
+    """Free a stuck lease, here and in the database (the episode holding it is not stopped; cancel it first)."""
     device = state.pool.devices.get(serial)
     if device is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no device {serial}")
+    await asyncio.to_thread(state.runner.cluster.release_device, device_key(device.server, serial))
     if device.lease is not None:
         await state.pool.release(device.lease.id)
-    return _response(device)
+    return _response(device, {})

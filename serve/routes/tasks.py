@@ -14,7 +14,7 @@ from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
 from agent.trajectory import Episode, EpisodeStatus
 from serve.deps import AgentKey, StateDep
-from serve.runner import QueueFull, Takeover, TaskRequest, UnknownModel
+from serve.runner import NotRunning, QueueFull, TaskRequest, UnknownModel
 from serve.schemas import (
     FeedbackRequest,
     FeedbackResponse,
@@ -67,13 +67,14 @@ async def list_tasks(
     return TaskList(tasks=[TaskResponse.of(e) for e in episodes], limit=limit, offset=offset)
 
 
-def _task(state: StateDep, episode: Episode) -> TaskResponse:
-    return TaskResponse.of(episode, paused=state.runner.is_paused(episode.id))
+async def _task(state: StateDep, episode: Episode) -> TaskResponse:
+    paused = episode.status is EpisodeStatus.RUNNING and await state.runner.is_paused(episode.id)
+    return TaskResponse.of(episode, paused=paused)
 
 
 @router.get("/{task_id}", response_model=TaskResponse)
 async def get_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
-    return _task(state, await _episode(state, task_id))
+    return await _task(state, await _episode(state, task_id))
 
 
 @router.post("/{task_id}/cancel", response_model=TaskResponse)
@@ -98,39 +99,46 @@ async def stream_task(task_id: str, state: StateDep, key: AgentKey) -> Streaming
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
-def _takeover(state: StateDep, task_id: str, refusal: str) -> Takeover:
-    takeover = state.runner.takeover(task_id)
-    if takeover is None:
-        raise HTTPException(status.HTTP_409_CONFLICT, refusal)
-    return takeover
-
-
-@router.post("/{task_id}/pause", response_model=TaskResponse)
+@router.post(
+    "/{task_id}/pause", response_model=TaskResponse, responses={409: {"description": "Not running."}}
+)
 async def pause_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
     """Hold the task before its next action, so a person can supply that action (takeover)."""
-    _takeover(state, task_id, "only a running task can be paused").pause()
-    return _task(state, await _episode(state, task_id))
+    await _episode(state, task_id)
+    try:
+        await state.runner.pause(task_id)
+    except NotRunning:
+        raise HTTPException(status.HTTP_409_CONFLICT, "only a running task can be paused") from None
+    return await _task(state, await _episode(state, task_id))
 
 
-@router.post("/{task_id}/takeover", response_model=TaskResponse)
+@router.post("/{task_id}/takeover", response_model=TaskResponse,
+             responses={409: {"description": "The task is not paused."}})  # fmt: skip
 async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: AgentKey) -> TaskResponse:
     """Supply the action of the current step (device pixels) and resume; it is recorded as expert-provided."""
-    takeover = _takeover(state, task_id, "pause the running task first")
-    if not takeover.paused:
-        raise HTTPException(status.HTTP_409_CONFLICT, "pause the running task first")
+    await _episode(state, task_id)
     try:
         action = action_from_dict(body.action)
     except ActionError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"bad action: {exc.detail}") from None
-    takeover.resume(action)
-    return _task(state, await _episode(state, task_id))
+    try:
+        await state.runner.take_over(task_id, action)
+    except NotRunning:
+        raise HTTPException(status.HTTP_409_CONFLICT, "pause the running task first") from None
+    return await _task(state, await _episode(state, task_id))
 
 
-@router.post("/{task_id}/resume", response_model=TaskResponse)
+@router.post(
+    "/{task_id}/resume", response_model=TaskResponse, responses={409: {"description": "Not running."}}
+)
 async def resume_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
     """Let a paused task go on with the policy's own action."""
-    _takeover(state, task_id, "the task is not running").resume()
-    return _task(state, await _episode(state, task_id))
+    await _episode(state, task_id)
+    try:
+        await state.runner.resume(task_id)
+    except NotRunning:
+        raise HTTPException(status.HTTP_409_CONFLICT, "the task is not running") from None
+    return await _task(state, await _episode(state, task_id))
 
 
 @router.post("/{task_id}/feedback", response_model=FeedbackResponse)

@@ -53,6 +53,9 @@ async def get_trajectory(episode_id: str, state: StateDep, key: AgentKey) -> Tra
     except KeyError:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no episode {episode_id}") from None
     return TrajectoryResponse(
-        task=TaskResponse.of(episode, paused=state.runner.is_paused(episode.id)),
+        task=TaskResponse.of(
+            episode,
+            paused=episode.status is EpisodeStatus.RUNNING and await state.runner.is_paused(episode.id),
+        ),
         steps=[StepResponse.of(s) for s in episode.steps],
     )

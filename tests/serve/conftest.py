@@ -105,16 +105,17 @@ def make_service(tmp_path: Path, adb_server, fleet) -> Iterator:  # type: ignore
 
     def make(scripted: ScriptedPolicy | None = None, *, own_policy: bool = False, **overrides) -> Service:  # type: ignore[no-untyped-def]
         """A running service; ``own_policy`` lets the app build its policy from the settings."""
-        settings = ServeSettings(store=store, adb_servers=[f"127.0.0.1:{adb_server.port}"],
-                                 episode=EpisodeSettings(settle_s=0.0, max_steps=20), **overrides)  # fmt: skip
+        defaults = {"store": store, "adb_servers": [f"127.0.0.1:{adb_server.port}"],
+                    "episode": EpisodeSettings(settle_s=0.0, max_steps=20)}  # fmt: skip
+        settings = ServeSettings(**{**defaults, **overrides})
         if not keys_made:
             from agent.store import make_engine
 
-            engine = make_engine(store.url)
+            engine = make_engine(settings.store.url)
             ks = KeyStore(engine)
             from agent.store import TrajectoryStore
 
-            TrajectoryStore(store.url, store.screenshot_dir).migrate()
+            TrajectoryStore(settings.store.url, settings.store.screenshot_dir).migrate()
             ks.migrate()
             keys_made.append(
                 (ks.create("admin", {Scope.ADMIN, Scope.AGENT})[1], ks.create("agent", {Scope.AGENT})[1])
