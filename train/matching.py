@@ -1,0 +1,203 @@
+"""The action-matching rule (METHOD.md §3): when a predicted action counts as the expert's.
+
+Matching defines the accuracy part of the reward, when a rollout is patched or ends, and the SOP
+metric, so it lives in one place. A prediction is in pixels of the smart-resized screenshot the
+model saw; the expert label is in original screenshot pixels; both are normalised to [0, 1] by
+their own sizes before any comparison.
+
+Where the paper and the released code disagree, the switches in ``MatchSettings`` select either;
+the defaults are this project's reading (**Ours** in METHOD.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from agent.actions import (
+    Action,
+    Answer,
+    Click,
+    Key,
+    LongPress,
+    Open,
+    Swipe,
+    SystemButtonPress,
+    Terminate,
+    Type,
+)
+from agent.geometry import Size
+from agent.trajectory import ActionLabel, Box, SwipeDirection
+
+# The released code enlarges every candidate box 1.2x about its centre before the hit test, and
+# accepts a point within 0.04 (normalised) of the expert's: a tap near a small target's edge counts.
+BOX_ENLARGE = 1.2
+POINT_DISTANCE = 0.04
+
+# AndroidControl stores *scroll* directions; a finger moves the other way for up/down (the
+# released code swaps only those two, and so does this project).
+_FINGER_FOR_SCROLL = {"up": "down", "down": "up", "left": "left", "right": "right"}
+
+
+@dataclass(frozen=True)
+class MatchSettings:
+    box_enlarge: float = BOX_ENLARGE
+    distance_threshold: float = POINT_DISTANCE
+    # "target" (Ours): only the smallest listed box that contains the expert point, i.e. the
+    # element itself, not the list or screen that encloses it; "all_boxes": any listed box.
+    boxes: Literal["target", "all_boxes"] = "target"
+    # "answer" (Ours): an expert answer must be predicted as answer; "type": the released code's
+    # rule, which demands a type action for answer and key labels.
+    answer_as: Literal["answer", "type"] = "answer"
+    empty_text_matches: bool = False  # released code: an empty predicted text matches anything
+    terminate_status: bool = True  # Ours: compare terminate's status when the expert has one
+    open_by_click: bool = True  # a click inside the app icon's box counts as opening it
+
+
+@dataclass(frozen=True)
+class Match:
+    type_match: bool
+    full_match: bool
+
+    @classmethod
+    def none(cls) -> Match:
+        return cls(False, False)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One expert step, ready to match against: the label with its evaluation options folded in."""
+
+    label: ActionLabel
+    size: Size  # the original screenshot the label's pixels refer to
+
+    @classmethod
+    def of(cls, expert: ActionLabel, size: Size, check_options: ActionLabel | None = None) -> Expected:
+        """Merge a step's ``check_options`` (candidate boxes, scroll direction) into its label."""
+        if check_options is None:
+            return cls(expert, size)
+        extra = {k: v for k, v in (("candidate_bbox", check_options.candidate_bbox),
+                                   ("direction", check_options.direction), ("bbox", check_options.bbox)) if v}  # fmt: skip
+        return cls(expert.model_copy(update=extra), size)
+
+    def point(self) -> tuple[float, float] | None:
+        if self.label.coordinate is None:
+            return None
+        x, y = self.label.coordinate
+        return x / self.size.width, y / self.size.height
+
+    def boxes(self) -> list[tuple[float, float, float, float]]:
+        listed: list[Box] = list(self.label.candidate_bbox or [])
+        if not listed and self.label.bbox is not None:
+            listed = [self.label.bbox]
+        w, h = self.size.width, self.size.height
+        return [(x1 / w, y1 / h, x2 / w, y2 / h) for x1, y1, x2, y2 in listed]
+
+    def finger_direction(self) -> str | None:
+        if self.label.coordinate is not None and self.label.coordinate2 is not None:
+            found = swipe_direction(self.label.coordinate, self.label.coordinate2)
+            if found is not None:
+                return found
+        if self.label.direction is not None:
+            return _FINGER_FOR_SCROLL[SwipeDirection(self.label.direction).value]
+        return None
+
+
+def swipe_direction(start: tuple[float, float], end: tuple[float, float]) -> str | None:
+    """The dominant axis of a finger motion (screen y points down); None for no motion."""
+    dx, dy = end[0] - start[0], end[1] - start[1]
+    if dx == 0 and dy == 0:
+        return None
+    if abs(dx) > abs(dy):
+        return "right" if dx > 0 else "left"
+    return "down" if dy > 0 else "up"
+
+
+def _inside(point: tuple[float, float], box: tuple[float, float, float, float], enlarge: float) -> bool:
+    x1, y1, x2, y2 = box
+    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+    half_w, half_h = abs(x2 - x1) * enlarge / 2, abs(y2 - y1) * enlarge / 2
+    return cx - half_w <= point[0] <= cx + half_w and cy - half_h <= point[1] <= cy + half_h
+
+
+def _area(box: tuple[float, float, float, float]) -> float:
+    return abs(box[2] - box[0]) * abs(box[3] - box[1])
+
+
+def _target_boxes(expected: Expected, settings: MatchSettings) -> list[tuple[float, float, float, float]]:
+    boxes = expected.boxes()
+    if settings.boxes == "all_boxes" or len(boxes) <= 1:
+        return boxes
+    point = expected.point()
+    holding = [b for b in boxes if point is not None and _inside(point, b, 1.0)]
+    return [min(holding or boxes, key=_area)]
+
+
+def _hits(point: tuple[float, float], expected: Expected, settings: MatchSettings) -> bool:
+    if any(_inside(point, box, settings.box_enlarge) for box in _target_boxes(expected, settings)):
+        return True
+    target = expected.point()
+    return target is not None and math.dist(point, target) <= settings.distance_threshold
+
+
+def _text_matches(predicted: str, expected: str | None, settings: MatchSettings) -> bool:
+    said, wanted = predicted.strip().lower(), (expected or "").strip().lower()
+    if not said:
+        return settings.empty_text_matches
+    return said in wanted or wanted in said
+
+
+def _normalised(point: tuple[int, int], resized: Size) -> tuple[float, float]:
+    return point[0] / resized.width, point[1] / resized.height
+
+
+def match(
+    predicted: Action, resized: Size, expected: Expected, settings: MatchSettings | None = None
+) -> Match:
+    """Whether ``predicted`` (resized-image pixels) has the expert's type, and fully matches it."""
+    settings = settings or MatchSettings()
+    label = expected.label
+    kind = label.action
+    if kind in ("click", "long_press"):
+        if predicted.action != kind:
+            return Match.none()
+        assert isinstance(predicted, Click | LongPress)
+        return Match(True, _hits(_normalised(predicted.coordinate, resized), expected, settings))
+    if kind == "swipe":
+        if not isinstance(predicted, Swipe):
+            return Match.none()
+        said = swipe_direction(predicted.coordinate, predicted.coordinate2)
+        return Match(True, said is not None and said == expected.finger_direction())
+    if kind == "open":
+        if isinstance(predicted, Open):
+            return Match(True, _text_matches(predicted.text, label.text, settings))
+        if settings.open_by_click and isinstance(predicted, Click) and expected.boxes():
+            hit = any(_inside(_normalised(predicted.coordinate, resized), b, settings.box_enlarge)
+                      for b in expected.boxes())  # fmt: skip
+            return Match(hit, hit)
+        return Match.none()
+    if kind in ("type", "answer") or (kind == "key" and settings.answer_as == "type"):
+        wanted = Type if kind == "type" or settings.answer_as == "type" else Answer
+        if not isinstance(predicted, wanted):
+            return Match.none()
+        return Match(True, _text_matches(predicted.text, label.text, settings))
+    if kind == "key":
+        if not isinstance(predicted, Key):
+            return Match.none()
+        return Match(True, predicted.text.strip().upper() == (label.text or "").strip().upper())
+    if kind == "system_button":
+        if not isinstance(predicted, SystemButtonPress):
+            return Match.none()
+        return Match(True, predicted.button.value.lower() == (label.button or "").strip().lower())
+    if kind == "terminate":
+        if not isinstance(predicted, Terminate):
+            return Match.none()
+        wanted_status = (label.status or "").strip().lower()
+        return Match(
+            True,
+            not settings.terminate_status or not wanted_status or predicted.status.value == wanted_status,
+        )
+    if kind == "wait":
+        return Match(predicted.action == "wait", predicted.action == "wait")
+    return Match.none()
