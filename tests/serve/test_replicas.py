@@ -84,7 +84,9 @@ def test_any_replica_streams_pauses_takes_over_and_cancels_a_task_another_one_ru
     deadline = time.monotonic() + 30
     human: list[dict] = []  # type: ignore[type-arg]
     while not human and time.monotonic() < deadline:
-        human = [s for s in client.get(f"/v1/trajectories/{task_id}").json()["steps"] if s["source"] == "human"]
+        human = [
+            s for s in client.get(f"/v1/trajectories/{task_id}").json()["steps"] if s["source"] == "human"
+        ]
         time.sleep(0.1)
     assert [s["device_action"] for s in human] == [supplied]
 
@@ -109,7 +111,9 @@ def test_a_dead_replicas_episode_is_interrupted_and_its_phone_freed_while_live_l
     alive = Episode(goal="running elsewhere", status=EpisodeStatus.RUNNING, started_at=utcnow())
     for episode in (dead, alive):
         ghost_store.save_episode(episode)
-    assert Cluster(ghost_store.engine, "replica-dead", lease_ttl_s=0.01).lease(device_key(server, dead_phone), dead.id)
+    assert Cluster(ghost_store.engine, "replica-dead", lease_ttl_s=0.01).lease(
+        device_key(server, dead_phone), dead.id
+    )
     live_lease = Cluster(ghost_store.engine, "replica-alive", lease_ttl_s=600)
     assert live_lease.lease(device_key(server, busy_phone), alive.id)
 

@@ -190,8 +190,13 @@ def test_every_expert_step_of_the_sop_file_matches_itself_and_its_swipes_agree(i
             for key in ("coordinate", "coordinate2"):
                 if key in data:
                     x, y = data[key]
-                    data[key] = [round(x * resized.width / screen.width), round(y * resized.height / screen.height)]
-            own = action_from_dict({k: v for k, v in data.items() if k not in ("bbox", "candidate_bbox", "direction")})
+                    data[key] = [
+                        round(x * resized.width / screen.width),
+                        round(y * resized.height / screen.height),
+                    ]
+            own = action_from_dict(
+                {k: v for k, v in data.items() if k not in ("bbox", "candidate_bbox", "direction")}
+            )
             assert match(own, resized, target).full_match, (episode.external_id, step.index, data)
             if step.expert.action == "swipe" and step.check_options and step.check_options.direction:
                 finger = swipe_direction(step.expert.coordinate, step.expert.coordinate2)  # type: ignore[arg-type]
