@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from devices.base import Button, Device
@@ -33,6 +33,9 @@ class ExpertAction:
     button: str | None = None
     time: float | None = None
     status: str | None = None
+    # The tapped element's bounds (left, top, right, bottom): what a dataset's ``bbox`` records,
+    # kept out of the action itself.
+    bbox: tuple[int, int, int, int] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The action's JSON object, as UI-S1 writes it."""
@@ -50,7 +53,7 @@ class ExpertAction:
 
 
 def click(view: View) -> ExpertAction:
-    return ExpertAction("click", coordinate=view.center)
+    return ExpertAction("click", coordinate=view.center, bbox=view.bounds)
 
 
 class TaskError(RuntimeError):

@@ -1,0 +1,127 @@
+"""Semi-online rollouts with a scripted engine: patching, ε, and what becomes history vs. target."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import pytest
+from PIL import Image
+
+from agent.geometry import ResizeSettings, Size
+from agent.parsing import format_response
+from agent.prompt import PromptSettings, TextPart, Turn, prepare_image
+from agent.trajectory import ActionLabel
+from train.data import ExpertStep, ExpertTrajectory
+from train.matching import Expected, swipe_direction
+from train.model import Sampling
+from train.rollout import Generated, PatchSettings, RolloutSettings, SemiOnlineRollout, expert_action
+
+SCREEN = Size(1080, 2400)
+PROMPT = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
+RESIZED = prepare_image(Image.new("RGB", SCREEN), PROMPT).geometry.resized
+
+
+def png(shade: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", SCREEN, (shade, shade, shade)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+LABELS = [
+    ActionLabel(action="click", coordinate=(540, 1200), bbox=(440, 1100, 640, 1300)),
+    ActionLabel(action="type", text="hello"),
+    ActionLabel(action="terminate", status="success"),
+]
+TRAJECTORY = ExpertTrajectory(
+    "Say hello",
+    tuple(
+        ExpertStep(label, SCREEN, png=png(40 * i), sha256=str(i), thought=f"stored thought {i}")
+        for i, label in enumerate(LABELS)
+    ),
+    "test",
+)
+RIGHT = [format_response(expert_action(label, SCREEN, RESIZED), "mine") for label in LABELS]
+WRONG = format_response(expert_action(ActionLabel(action="wait", time=1), SCREEN, RESIZED), "mine")
+
+
+class ScriptEngine:
+    """Answers the k-th request of step t with plan[t][k...] (t = assistant turns in the prompt)."""
+
+    def __init__(self, plan: dict[int, list[str]], thought: str = "I tap the button") -> None:
+        self.plan = {t: list(v) for t, v in plan.items()}
+        self.thought = thought
+        self.prompts: list[list[Turn]] = []
+
+    def generate(self, turns: Sequence[Turn], n: int, sampling: Sampling) -> list[Generated]:
+        self.prompts.append(list(turns))
+        system = next(p.text for p in turns[0].parts if isinstance(p, TextPart))
+        if "Global Task Objective" in system:  # the on-policy thought prompt
+            return [Generated(f"<think>\n{self.thought}\n</think>")] * n
+        step = sum(1 for t in turns if t.role == "assistant")
+        return [Generated(self.plan[step].pop(0)) for _ in range(n)]
+
+
+def run(plan: dict[int, list[str]], threshold: int, mode: str = "thought_free", n: int = 2):  # type: ignore[no-untyped-def]
+    engine = ScriptEngine(plan)
+    settings = RolloutSettings(n=n, patch=PatchSettings(mode=mode, threshold=threshold))  # type: ignore[arg-type]
+    return SemiOnlineRollout(engine, settings, prompt=PROMPT).run(TRAJECTORY), engine
+
+
+def test_without_patching_a_mismatch_ends_the_rollout_and_its_sample_stays() -> None:
+    (good, bad), _ = run({0: [RIGHT[0], WRONG], 1: [RIGHT[1]], 2: [RIGHT[2]]}, threshold=0)
+    assert [s.matched for s in good.steps] == [True, True, True]
+    assert [s.reward.reward for s in good.steps] == [1.0, 1.0, 1.0]
+    assert len(bad.steps) == 1
+    assert not bad.alive
+    assert bad.steps[0].response.text == WRONG  # the mismatched sample is kept, with its reward
+    assert bad.steps[0].reward.reward == 0.1
+    assert bad.matched_steps == 0
+    assert good.matched_steps == 3
+
+
+def test_one_patch_puts_the_expert_action_in_the_history_then_the_next_mismatch_ends_it() -> None:
+    (good, patched), engine = run({0: [RIGHT[0], WRONG], 1: [RIGHT[1], WRONG], 2: [RIGHT[2]]}, threshold=1)
+    assert patched.steps[0].patched
+    assert patched.steps[0].response.text == WRONG  # the training target is the model's own sample
+    assert patched.history[0] == format_response(expert_action(LABELS[0], SCREEN, RESIZED))
+    assert "<think>\n\n</think>" in patched.history[0]  # thought-free: an empty think block
+    assert good.history[0] == RIGHT[0]  # a match keeps the rollout's own text
+    assert len(patched.steps) == 2
+    assert not patched.alive
+    assert patched.patches == 1
+    # Different histories at step 1: two prompts, each with its own assistant turn.
+    step1 = [p for p in engine.prompts if sum(t.role == "assistant" for t in p) == 1]
+    assert len(step1) == 2
+
+
+def test_unlimited_patching_runs_every_rollout_to_the_end_of_the_expert_trajectory() -> None:
+    (rollout,), _ = run({0: [WRONG], 1: [WRONG], 2: [WRONG]}, threshold=-1, n=1)
+    assert len(rollout.steps) == 3
+    assert rollout.patches == 3
+    assert all(s.patched for s in rollout.steps)
+
+
+def test_identical_histories_share_one_prompt_with_n_samples() -> None:
+    _, engine = run({0: [RIGHT[0], RIGHT[0]], 1: [RIGHT[1], RIGHT[1]], 2: [RIGHT[2], RIGHT[2]]}, threshold=0)
+    assert len(engine.prompts) == 3  # one request per step for both rollouts
+
+
+@pytest.mark.parametrize(("mode", "thought"), [("off_policy_thought", "stored thought 0"),
+                                               ("on_policy_thought", "I tap the button")])  # fmt: skip
+def test_thought_patches_carry_the_stored_or_the_policy_written_thought(mode: str, thought: str) -> None:
+    (rollout,), engine = run({0: [WRONG], 1: [RIGHT[1]], 2: [RIGHT[2]]}, threshold=1, mode=mode, n=1)
+    action = expert_action(LABELS[0], SCREEN, RESIZED)
+    assert rollout.history[0] == format_response(action, thought)
+    if mode == "on_policy_thought":
+        shadow = engine.prompts[1]
+        hint = shadow[-1].parts[-1]
+        assert isinstance(hint, TextPart)
+        assert action.to_json() in hint.text  # the hint the policy explains, never a target
+
+
+def test_an_expert_swipe_given_as_a_scroll_direction_is_injected_as_matching_finger_motion() -> None:
+    label = ActionLabel(action="swipe", direction="down")  # scroll down: the finger moves up
+    action = expert_action(label, SCREEN, RESIZED)
+    assert swipe_direction(action.coordinate, action.coordinate2) == "up"  # type: ignore[union-attr]
+    assert Expected(label, SCREEN).finger_direction() == "up"

@@ -1,0 +1,256 @@
+"""Expert trajectories for training and evaluation, from three sources, with a manifest.
+
+- **Interchange JSONL** (METHOD.md §9, e.g. AndroidControl-derived files): screenshots are found
+  relative to the file (or under ``images``); a missing image is an error naming it, unless the
+  source asks for stand-in frames of a given size (for bookkeeping runs on files shipped without
+  images).
+- **The trajectory store**: episodes labelled successful (client feedback, a task checker), and
+  episodes a person corrected by takeover, up to and including the last corrected step.
+- **The simulated phone's experts** (``devices.sim.tasks``): each task's solver run on an
+  in-process phone, one screenshot before each action, then ``terminate``.
+
+Every trajectory gets a content id (goal, labels and screenshot hashes), so the split into train
+and validation is by trajectory and stable across runs, and the manifest saved with a run pins
+exactly which data made it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from PIL import Image
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.geometry import Size
+from agent.prompt import Screenshot
+from agent.trajectory import ActionLabel, Episode, StepSource
+from train.matching import Expected
+
+
+class DataError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ExpertStep:
+    expert: ActionLabel
+    size: Size
+    check_options: ActionLabel | None = None
+    thought: str | None = None
+    png: bytes | None = field(default=None, repr=False)  # in memory (simulated phone, stand-ins)
+    path: Path | None = None  # or on disk, read when needed
+    sha256: str = ""
+
+    def screenshot(self) -> Screenshot:
+        data = self.png if self.png is not None else self.path.read_bytes() if self.path else None
+        if data is None:
+            raise DataError("a step has no screenshot")
+        return Screenshot(data=data, size=self.size)
+
+    def expected(self) -> Expected:
+        return Expected.of(self.expert, self.size, self.check_options)
+
+
+@dataclass(frozen=True)
+class ExpertTrajectory:
+    goal: str
+    steps: tuple[ExpertStep, ...]
+    source: str
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            raise DataError(f"trajectory {self.goal!r} ({self.source}) has no steps")
+        if not self.id:
+            blob = json.dumps(
+                [self.goal, [(s.expert.to_dict(), s.sha256) for s in self.steps]], sort_keys=True
+            )
+            object.__setattr__(self, "id", hashlib.sha256(blob.encode()).hexdigest()[:16])
+
+
+# -- sources (the run config names them) ----------------------------------------------------------
+class InterchangeSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["interchange"] = "interchange"
+    path: Path
+    images: Path | None = None  # folder the screenshot paths are relative to (default: the file's)
+    stand_in_size: tuple[int, int] | None = None  # render blank frames when images are missing
+    limit: int | None = Field(None, gt=0)
+
+
+class StoreSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["store"] = "store"
+    url: str
+    screenshot_dir: Path
+    limit: int = Field(10_000, gt=0)
+
+
+class SimSource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["sim"] = "sim"
+    tasks: list[str] = Field(default_factory=list)  # empty: every registered task
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    width: int = Field(1080, gt=0)
+    height: int = Field(2400, gt=0)
+
+
+Source = Annotated[InterchangeSource | StoreSource | SimSource, Field(discriminator="kind")]
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _png_size(data: bytes) -> Size:
+    with Image.open(io.BytesIO(data)) as image:
+        return Size(*image.size)
+
+
+def _blank(size: tuple[int, int]) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, (240, 240, 240)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def _from_episode(episode: Episode, source: str, images: Path, stand_in: tuple[int, int] | None,
+                  upto: int | None = None, *, logged: bool = False) -> ExpertTrajectory:  # fmt: skip
+    """``logged``: recorded traffic, whose unparseable responses (retried on the same screen) are
+    left out, and whose executed action is the label of a step without one."""
+    steps = []
+    blank = _blank(stand_in) if stand_in else None
+    for step in episode.steps[: None if upto is None else upto + 1]:
+        label = step.expert or (ActionLabel.from_action(step.device_action) if step.device_action else None)
+        if label is None:
+            if logged:
+                continue
+            raise DataError(f"{source}: step {step.index} has no expert label")
+        path = Path(step.screenshot.uri)
+        path = path if path.is_absolute() and path.is_file() else images / step.screenshot.uri.lstrip("/")
+        if path.is_file():
+            data = path.read_bytes()
+            size = step.screenshot.size
+            shot = ExpertStep(label, Size(size.width, size.height) if size else _png_size(data), step.check_options,
+                              step.thought, path=path, sha256=step.screenshot.sha256 or _sha(data))  # fmt: skip
+        elif blank is not None and stand_in is not None:
+            shot = ExpertStep(
+                label, Size(*stand_in), step.check_options, step.thought, png=blank, sha256=_sha(blank)
+            )
+        else:
+            raise DataError(f"{source}: screenshot {step.screenshot.uri!r} of step {step.index} not found "
+                            f"(looked in {images}); set the source's images folder or stand_in_size")  # fmt: skip
+        steps.append(shot)
+    return ExpertTrajectory(episode.goal, tuple(steps), source)
+
+
+def load_interchange(src: InterchangeSource) -> list[ExpertTrajectory]:
+    from agent.interchange import load_jsonl
+
+    images = src.images or src.path.parent
+    episodes = load_jsonl(src.path)[: src.limit]
+    return [_from_episode(e, f"interchange:{src.path.name}#{i}", images, src.stand_in_size)
+            for i, e in enumerate(episodes)]  # fmt: skip
+
+
+def load_store(src: StoreSource) -> list[ExpertTrajectory]:
+    """Successful episodes whole; corrected ones up to their last human step."""
+    from agent.store import EpisodeQuery, TrajectoryStore
+
+    store = TrajectoryStore(src.url, src.screenshot_dir)
+    out = []
+    try:
+        for episode in store.query(EpisodeQuery(limit=src.limit)):
+            human = [s.index for s in episode.steps if s.source is StepSource.HUMAN]
+            if episode.is_successful:
+                upto = None
+            elif human:
+                upto = max(human)
+            else:
+                continue  # unlabelled or failed traffic is never expert data
+            out.append(
+                _from_episode(episode, f"store:{episode.id}", src.screenshot_dir, None, upto, logged=True)
+            )
+    finally:
+        store.engine.dispose()
+    return out
+
+
+def load_sim(src: SimSource) -> list[ExpertTrajectory]:
+    """Run each task's expert on an in-process simulated phone, recording what it saw and did."""
+    from devices.sim.phone import SimPhone
+    from devices.sim.tasks import TASKS, Outcome
+    from devices.sim.tasks.base import execute
+
+    names = src.tasks or sorted(TASKS)
+    unknown = sorted(set(names) - set(TASKS))
+    if unknown:
+        raise DataError(f"unknown simulated tasks: {', '.join(unknown)}")
+    phone = SimPhone("sim-data", width=src.width, height=src.height)
+    out = []
+    for name in names:
+        for seed in src.seeds:
+            task = TASKS[name].create(seed)
+            task.initialize(phone)
+            outcome = Outcome()
+            steps = []
+            for action in task.solve(phone):
+                png = phone.screenshot_png()
+                label = ActionLabel.model_validate(
+                    {**action.to_dict(), **({"bbox": action.bbox} if action.bbox else {})}
+                )
+                steps.append(ExpertStep(label, Size(phone.width, phone.height), png=png, sha256=_sha(png)))
+                execute(phone, action, outcome)
+            png = phone.screenshot_png()
+            done = ActionLabel(action="terminate", status="success")
+            steps.append(ExpertStep(done, Size(phone.width, phone.height), png=png, sha256=_sha(png)))
+            if not task.is_successful(phone, outcome):
+                raise DataError(f"the expert of {name} (seed {seed}) did not complete its task")
+            out.append(ExpertTrajectory(task.goal, tuple(steps), f"sim:{name}:{seed}"))
+    return out
+
+
+def load(sources: Iterable[InterchangeSource | StoreSource | SimSource]) -> list[ExpertTrajectory]:
+    loaders: dict[str, Any] = {"interchange": load_interchange, "store": load_store, "sim": load_sim}
+    trajectories: list[ExpertTrajectory] = []
+    for src in sources:
+        trajectories.extend(loaders[src.kind](src))
+    seen: set[str] = set()
+    unique = []
+    for t in trajectories:  # the same trajectory from two sources counts once
+        if t.id not in seen:
+            seen.add(t.id)
+            unique.append(t)
+    return unique
+
+
+def split(trajectories: Sequence[ExpertTrajectory], val_fraction: float, seed: int = 0
+          ) -> tuple[list[ExpertTrajectory], list[ExpertTrajectory]]:  # fmt: skip
+    """Train/validation by trajectory, decided by a hash of its id: stable when data is added."""
+    train: list[ExpertTrajectory] = []
+    val: list[ExpertTrajectory] = []
+    for t in trajectories:
+        bucket = int(hashlib.sha256(f"{seed}:{t.id}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+        (val if bucket < val_fraction else train).append(t)
+    return train, val
+
+
+def manifest(sources: Sequence[BaseModel], train: Sequence[ExpertTrajectory], val: Sequence[ExpertTrajectory]
+             ) -> dict[str, Any]:  # fmt: skip
+    def entries(items: Sequence[ExpertTrajectory]) -> list[dict[str, Any]]:
+        return [{"id": t.id, "source": t.source, "steps": len(t.steps)} for t in items]
+
+    body = {
+        "sources": [s.model_dump(mode="json") for s in sources],
+        "counts": {"train": len(train), "val": len(val), "train_steps": sum(len(t.steps) for t in train),
+                   "val_steps": sum(len(t.steps) for t in val)},
+        "train": entries(train),
+        "val": entries(val),
+    }  # fmt: skip
+    body["sha256"] = _sha(json.dumps([body["train"], body["val"]], sort_keys=True).encode())
+    return body

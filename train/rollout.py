@@ -1,0 +1,229 @@
+"""Semi-online rollouts with patching (METHOD.md §2), through a rollout engine.
+
+N rollouts of one expert trajectory advance in lockstep. At step t each live rollout sees the
+expert's screenshot S*_t and its *own* history, and samples a response. A match keeps the
+response in its history; a mismatch is patched (the expert action goes into the history instead)
+while the rollout has patched fewer than ε times, and ends the rollout otherwise. The mismatched
+sample stays in the batch with its reward; a patch's text is history only, never a target.
+
+Patch variants: ``thought_free`` (the expert action after an empty think block, the default),
+``off_policy_thought`` (the thought stored with the data), ``on_policy_thought`` (the policy
+writes the thought, prompted with the expert action as a hint: a second, untrained generation).
+
+Engines: ``TransformersEngine`` samples from the trainer's own model in-process; the vLLM engine
+(``train.vllm_engine``) asks a vLLM server with the current weights loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.actions import Action, action_from_dict
+from agent.geometry import Size
+from agent.parsing import first_tag, format_response, parse_response
+from agent.prompt import ImagePart, PromptSettings, TextPart, Turn, build_conversation, prepare_image
+from agent.trajectory import ActionLabel
+from train.data import ExpertTrajectory
+from train.matching import Expected, MatchSettings, swipe_direction
+from train.model import PolicyModel, Sampling
+from train.rewards import RewardForm, StepReward, score
+
+PatchMode = Literal["thought_free", "off_policy_thought", "on_policy_thought"]
+
+# The on-policy thought prompt (the paper's appendix A.10 in structure): the policy explains the
+# expert's next action in its own words, without revealing that it was given the action.
+THOUGHT_PROMPT = """You are writing the reasoning of a mobile GUI agent for one step of its task.
+
+## Global Task Objective
+{goal}
+
+You see the conversation so far, the current screenshot and a hint: the action the agent takes
+next. Write the agent's reasoning that leads to exactly that action: recall the goal, what has
+been done so far, what the screen shows now, and why the next action follows. Describe the
+target in words (no coordinates). Never mention that a hint was given.
+
+Output Format: <think> ... </think>"""
+
+
+class PatchSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: PatchMode = "thought_free"
+    threshold: int = Field(1, ge=-1)  # ε: 0 = no patching, -1 = unlimited
+
+
+class RolloutSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    n: int = Field(8, gt=0)
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(512, gt=0)
+    patch: PatchSettings = PatchSettings()
+    reward: RewardForm = "paper"
+
+    def sampling(self) -> Sampling:
+        return Sampling(self.temperature, self.top_p, self.max_new_tokens)
+
+
+@dataclass(frozen=True)
+class Generated:
+    text: str
+    token_ids: torch.Tensor | None = None  # the sampled ids, when the engine has them
+
+
+class RolloutEngine(Protocol):
+    def generate(self, turns: Sequence[Turn], n: int, sampling: Sampling) -> list[Generated]: ...
+
+
+class TransformersEngine:
+    """Samples from a ``PolicyModel`` in this process (the learner's current weights)."""
+
+    def __init__(self, policy: PolicyModel, seed: int | None = None) -> None:
+        self.policy = policy
+        self._seed = seed
+        self._calls = 0
+
+    def generate(self, turns: Sequence[Turn], n: int, sampling: Sampling) -> list[Generated]:
+        self._calls += 1
+        seed = None if self._seed is None else self._seed * 1_000_003 + self._calls
+        ids = self.policy.generate(turns, n, sampling, seed=seed)
+        return [Generated(self.policy.decode(i), i) for i in ids]
+
+
+@dataclass
+class StepRecord:
+    step: int
+    turns: list[Turn]
+    response: Generated
+    reward: StepReward
+    patched: bool = False  # the history got the expert's action instead of this response
+
+    @property
+    def matched(self) -> bool:
+        return self.reward.full_match
+
+
+@dataclass
+class Rollout:
+    trajectory: ExpertTrajectory
+    steps: list[StepRecord] = field(default_factory=list)
+    history: list[str] = field(default_factory=list)
+    patches: int = 0
+    alive: bool = True
+
+    @property
+    def matched_steps(self) -> int:
+        """Steps matched before the first mismatch (the SOP count)."""
+        count = 0
+        for record in self.steps:
+            if not record.matched:
+                break
+            count += 1
+        return count
+
+
+def expert_action(label: ActionLabel, original: Size, resized: Size) -> Action:
+    """The expert's action as the policy would write it: coordinates in resized-image pixels."""
+    data = {k: v for k, v in label.to_dict().items() if k in ("action", "coordinate", "coordinate2", "text",
+                                                                 "button", "time", "status")}  # fmt: skip
+
+    def scale(point: Sequence[float]) -> list[int]:
+        x = min(max(round(point[0] * resized.width / original.width), 0), resized.width - 1)
+        y = min(max(round(point[1] * resized.height / original.height), 0), resized.height - 1)
+        return [x, y]
+
+    if label.action == "swipe" and (label.coordinate is None or label.coordinate2 is None
+                                    or swipe_direction(label.coordinate, label.coordinate2) is None):  # fmt: skip
+        finger = Expected(label, original).finger_direction() or "up"
+        cx, cy, dx, dy = original.width / 2, original.height / 2, original.width / 4, original.height / 4
+        ends = {"up": ((cx, cy + dy), (cx, cy - dy)), "down": ((cx, cy - dy), (cx, cy + dy)),
+                "left": ((cx + dx, cy), (cx - dx, cy)), "right": ((cx - dx, cy), (cx + dx, cy))}[finger]  # fmt: skip
+        data["coordinate"], data["coordinate2"] = ends
+    for key in ("coordinate", "coordinate2"):
+        if key in data:
+            data[key] = scale(data[key])
+    if label.action == "long_press" and "time" not in data:
+        data["time"] = 1
+    return action_from_dict(data)
+
+
+class SemiOnlineRollout:
+    def __init__(self, engine: RolloutEngine, settings: RolloutSettings | None = None, *,
+                 prompt: PromptSettings | None = None, match: MatchSettings | None = None) -> None:  # fmt: skip
+        self.engine = engine
+        self.settings = settings or RolloutSettings()
+        self.prompt = prompt or PromptSettings()
+        self.match = match or MatchSettings()
+
+    def run(self, trajectory: ExpertTrajectory, *, n: int | None = None, sampling: Sampling | None = None,
+            threshold: int | None = None) -> list[Rollout]:  # fmt: skip
+        """The group of rollouts of one expert trajectory."""
+        n = n or self.settings.n
+        sampling = sampling or self.settings.sampling()
+        epsilon = self.settings.patch.threshold if threshold is None else threshold
+        rollouts = [Rollout(trajectory) for _ in range(n)]
+        images: list[ImagePart] = []
+        for t, step in enumerate(trajectory.steps):
+            images.append(prepare_image(step.screenshot(), self.prompt))
+            alive = [r for r in rollouts if r.alive]
+            if not alive:
+                break
+            by_history: dict[tuple[str, ...], list[Rollout]] = {}
+            for r in alive:
+                by_history.setdefault(tuple(r.history), []).append(r)
+            for history, members in by_history.items():
+                turns = build_conversation(trajectory.goal, images, list(history), self.prompt)
+                for rollout, generated in zip(
+                    members, self.engine.generate(turns, len(members), sampling), strict=True
+                ):
+                    self._advance(rollout, t, turns, generated, images[-1], epsilon, sampling)
+        return rollouts
+
+    def _advance(self, rollout: Rollout, t: int, turns: list[Turn], generated: Generated, image: ImagePart,
+                 epsilon: int, sampling: Sampling) -> None:  # fmt: skip
+        step = rollout.trajectory.steps[t]
+        parsed = parse_response(generated.text)
+        reward = score(
+            parsed, image.geometry.resized, step.expected(), form=self.settings.reward, settings=self.match
+        )
+        record = StepRecord(t, turns, generated, reward)
+        rollout.steps.append(record)
+        if reward.full_match:
+            rollout.history.append(generated.text)
+        elif epsilon < 0 or rollout.patches < epsilon:
+            rollout.history.append(self._patch(rollout, t, turns, image, sampling))
+            rollout.patches += 1
+            record.patched = True
+        else:
+            rollout.alive = False
+
+    def _patch(
+        self, rollout: Rollout, t: int, turns: list[Turn], image: ImagePart, sampling: Sampling
+    ) -> str:
+        step = rollout.trajectory.steps[t]
+        action = expert_action(step.expert, step.size, image.geometry.resized)
+        mode = self.settings.patch.mode
+        if mode == "thought_free":
+            return format_response(action)
+        if mode == "off_policy_thought":
+            return format_response(action, step.thought or "")
+        shadow = self._thought_prompt(rollout.trajectory.goal, turns, action)
+        written = self.engine.generate(shadow, 1, sampling)[0].text
+        return format_response(action, (first_tag(written, "think") or "").strip())
+
+    @staticmethod
+    def _thought_prompt(goal: str, turns: list[Turn], action: Action) -> list[Turn]:
+        """The rollout's own dialogue under the thought-writing system prompt, with the hint added."""
+        shadow = [Turn("system", (TextPart(THOUGHT_PROMPT.format(goal=goal)),))]
+        for turn in turns[1:-1]:
+            shadow.append(turn)
+        last = turns[-1]
+        hint = TextPart(f"## Next Action Hint: {action.to_json()}\nOutput Format: <think> ... </think>")
+        shadow.append(Turn("user", (*(p for p in last.parts if isinstance(p, ImagePart)), hint)))
+        return shadow
