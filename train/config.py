@@ -1,0 +1,177 @@
+"""Run configurations: one file (YAML, TOML or JSON) validated into these models, saved with every
+checkpoint. Defaults are METHOD.md's; the comments say where a value comes from.
+
+    uis1 train rl --config rl.yaml
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.geometry import ResizeSettings
+from agent.vllm_policy import VllmSettings
+from train.advantages import AdvantageSettings
+from train.data import Source
+from train.loss import LossSettings
+from train.matching import MatchSettings
+from train.model import LoraSettings
+from train.rollout import RolloutSettings
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class OptimSettings(_Strict):
+    lr: float = Field(1e-6, gt=0)  # constant, no warm-up (the paper's RL setting)
+    weight_decay: float = Field(0.01, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+
+
+class DeepSpeedSettings(_Strict):
+    zero_stage: Literal[0, 1, 2, 3] = 2
+    offload_optimizer: bool = False  # ZeRO-Offload of the optimizer state to CPU memory
+    bf16: Literal["auto", "on", "off"] = "auto"  # auto: on with CUDA (bf16 on CPU is ~20x slower)
+
+
+class LearnerSettings(_Strict):
+    backend: Literal["torch", "deepspeed"] = "torch"
+    deepspeed: DeepSpeedSettings = DeepSpeedSettings()
+    lora: LoraSettings | None = None  # None: full fine-tune
+    gradient_checkpointing: bool = False
+    device: str = "auto"  # auto: cuda when available
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+
+
+class DataSettings(_Strict):
+    sources: list[Source] = Field(min_length=1)
+    val_fraction: float = Field(0.1, ge=0, lt=1)
+    split_seed: int = 0
+
+
+class DynamicSampling(_Strict):
+    enabled: bool = True
+    eta: float = Field(0.3, ge=0)  # drop a group when the std of its rollouts' R_0 is <= eta
+    max_extra_draws: int = Field(64, ge=0)  # then train on what there is
+
+
+class EngineSettings(_Strict):
+    kind: Literal["transformers", "vllm"] = "transformers"
+    vllm: VllmSettings = VllmSettings()
+    # How the current weights reach vLLM between steps: a LoRA adapter loaded under a new name,
+    # or a full checkpoint reloaded in place.
+    sync: Literal["lora", "reload"] = "lora"
+
+
+class RLConfig(_Strict):
+    kind: Literal["rl"] = "rl"
+    model: Path  # the starting checkpoint (usually the SFT one)
+    output_dir: Path
+    parent_version: str | None = None  # registry version the start model is, if any
+    seed: int = 0
+    data: DataSettings
+    rollout: RolloutSettings = RolloutSettings()
+    match: MatchSettings = MatchSettings()
+    advantage: AdvantageSettings = AdvantageSettings()
+    dynamic_sampling: DynamicSampling = DynamicSampling()
+    loss: LossSettings = LossSettings()
+    optim: OptimSettings = OptimSettings()
+    learner: LearnerSettings = LearnerSettings()
+    engine: EngineSettings = EngineSettings()
+    resize: ResizeSettings = ResizeSettings()
+    tasks_per_step: int = Field(32, gt=0)
+    mini_batches: int = Field(4, gt=0)  # optimiser steps per training step
+    epochs: int = Field(5, gt=0)
+    max_steps: int | None = Field(None, gt=0)
+    save_every: int = Field(5, gt=0)
+    eval_every: int | None = Field(10, gt=0)
+    log_entropy: bool = True
+
+
+class SFTConfig(_Strict):
+    kind: Literal["sft"] = "sft"
+    model: Path
+    output_dir: Path
+    parent_version: str | None = None
+    seed: int = 0
+    data: DataSettings
+    thoughts: bool = False  # train on stored thoughts; otherwise thought-free responses
+    optim: OptimSettings = OptimSettings(lr=1e-5)
+    learner: LearnerSettings = LearnerSettings()
+    resize: ResizeSettings = ResizeSettings()
+    batch_size: int = Field(8, gt=0)  # expert steps per optimiser step
+    epochs: int = Field(1, gt=0)
+    max_steps: int | None = Field(None, gt=0)
+    save_every: int = Field(50, gt=0)
+
+
+class EvalConfig(_Strict):
+    kind: Literal["eval"] = "eval"
+    model: Path
+    adapter: Path | None = None
+    output: Path | None = None  # the results JSON (default: beside the model)
+    data: DataSettings
+    split: Literal["val", "train", "all"] = "val"
+    match: MatchSettings = MatchSettings()
+    engine: EngineSettings = EngineSettings()
+    resize: ResizeSettings = ResizeSettings()
+    max_new_tokens: int = Field(512, gt=0)
+    metrics: tuple[Literal["sop", "steps"], ...] = ("sop", "steps")
+    device: str = "auto"
+
+
+RunConfig = Annotated[RLConfig | SFTConfig | EvalConfig, Field(discriminator="kind")]
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text)
+    elif path.suffix == ".toml":
+        data = tomllib.loads(text)
+    elif path.suffix == ".json":
+        data = json.loads(text)
+    else:
+        raise ValueError(f"{path}: a run config is .yaml, .toml or .json")
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_config(
+    path: Path, kind: str, overrides: dict[str, Any] | None = None
+) -> RLConfig | SFTConfig | EvalConfig:
+    """Validate a config file as ``kind``; relative paths in it are relative to the file."""
+    data = {**read_file(path), **(overrides or {}), "kind": kind}
+    models: dict[str, type[RLConfig | SFTConfig | EvalConfig]] = {
+        "rl": RLConfig,
+        "sft": SFTConfig,
+        "eval": EvalConfig,
+    }
+    config = models[kind].model_validate(data)
+    resolved: RLConfig | SFTConfig | EvalConfig = _relative_to(config, path.parent)
+    return resolved
+
+
+def _relative_to(config: Any, base: Path) -> Any:
+    """Resolve the config's relative paths against ``base``."""
+    updates: dict[str, Any] = {}
+    for name in ("model", "output_dir", "adapter", "output"):
+        value = getattr(config, name, None)
+        if isinstance(value, Path) and not value.is_absolute():
+            updates[name] = (base / value).resolve()
+    sources = []
+    for source in config.data.sources:
+        fixes = {k: (base / v).resolve() for k in ("path", "images", "screenshot_dir")
+                 if isinstance(v := getattr(source, k, None), Path) and not v.is_absolute()}  # fmt: skip
+        sources.append(source.model_copy(update=fixes))
+    updates["data"] = config.data.model_copy(update={"sources": sources})
+    return config.model_copy(update=updates)

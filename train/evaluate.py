@@ -1,0 +1,137 @@
+"""Evaluation over expert trajectories: SOP (METHOD.md §7) and AndroidControl-style step metrics.
+
+- **SOP** (semi-online performance): each trajectory replayed with the model's own history,
+  greedy, no patching, stopping at the first mismatch. s_i matched steps of t_i:
+  PG = mean(s_i / t_i), TSR = mean(s_i == t_i), Score = (PG + TSR) / 2.
+- **Step metrics** (offline, the expert's history): type match, grounding accuracy (full matches
+  among click and long-press steps whose type matched) and step success (full matches).
+
+Either runs through any rollout engine (in-process transformers, or a vLLM server).
+
+    uis1 train eval --config eval.yaml
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent.parsing import format_response, parse_response
+from agent.prompt import PromptSettings, build_conversation, prepare_image
+from train.data import ExpertTrajectory
+from train.matching import MatchSettings, match
+from train.model import Sampling
+from train.rollout import RolloutEngine, RolloutSettings, SemiOnlineRollout, expert_action
+
+
+def sop(engine: RolloutEngine, trajectories: Sequence[ExpertTrajectory], *, prompt: PromptSettings,
+        match_settings: MatchSettings | None = None, max_new_tokens: int = 512) -> dict[str, Any]:  # fmt: skip
+    roller = SemiOnlineRollout(engine, RolloutSettings(n=1, temperature=0.0, max_new_tokens=max_new_tokens),
+                               prompt=prompt, match=match_settings)  # fmt: skip
+    greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
+    counts: list[tuple[str, int, int]] = []  # (id, matched steps, expert steps)
+    for trajectory in trajectories:
+        (rollout,) = roller.run(trajectory, n=1, sampling=greedy, threshold=0)
+        counts.append((trajectory.id, rollout.matched_steps, len(trajectory.steps)))
+    rows = [{"id": i, "matched": s, "steps": t} for i, s, t in counts]
+    if not counts:
+        return {"pg": 0.0, "tsr": 0.0, "score": 0.0, "trajectories": 0, "per_trajectory": rows}
+    pg = sum(s / t for _, s, t in counts) / len(counts)
+    tsr = sum(s == t for _, s, t in counts) / len(counts)
+    return {
+        "pg": pg,
+        "tsr": tsr,
+        "score": (pg + tsr) / 2,
+        "trajectories": len(counts),
+        "per_trajectory": rows,
+    }
+
+
+def step_metrics(engine: RolloutEngine, trajectories: Sequence[ExpertTrajectory], *, prompt: PromptSettings,
+                 match_settings: MatchSettings | None = None, max_new_tokens: int = 512) -> dict[str, Any]:  # fmt: skip
+    greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
+    steps = type_ok = success = grounding_total = grounding_ok = parse_failures = 0
+    for trajectory in trajectories:
+        images = []
+        history: list[str] = []
+        for step in trajectory.steps:
+            images.append(prepare_image(step.screenshot(), prompt))
+            turns = build_conversation(trajectory.goal, images, history, prompt)
+            parsed = parse_response(engine.generate(turns, 1, greedy)[0].text)
+            resized = images[-1].geometry.resized
+            outcome = (
+                match(parsed.action, resized, step.expected(), match_settings) if parsed.action else None
+            )
+            steps += 1
+            parse_failures += parsed.action is None
+            if outcome is not None:
+                type_ok += outcome.type_match
+                success += outcome.full_match
+                if step.expert.action in ("click", "long_press") and outcome.type_match:
+                    grounding_total += 1
+                    grounding_ok += outcome.full_match
+            history.append(
+                format_response(expert_action(step.expert, step.size, resized), step.thought or "")
+            )
+    return {"steps": steps, "type_match": type_ok / max(steps, 1), "step_success": success / max(steps, 1),
+            "grounding": grounding_ok / grounding_total if grounding_total else None,
+            "parse_failure": parse_failures / max(steps, 1)}  # fmt: skip
+
+
+def format_table(results: dict[str, Any]) -> str:
+    lines = [f"{'metric':<22}{'value':>10}", "-" * 32]
+    for section in ("sop", "steps"):
+        for key, value in (results.get(section) or {}).items():
+            if isinstance(value, float):
+                lines.append(f"{section + '.' + key:<22}{value:>10.4f}")
+            elif isinstance(value, int):
+                lines.append(f"{section + '.' + key:<22}{value:>10d}")
+    return "\n".join(lines)
+
+
+def run_eval(config: Any, *, engine: RolloutEngine | None = None) -> dict[str, Any]:
+    """Evaluate a checkpoint (``EvalConfig``) on its data split; writes and returns the results."""
+    import json
+    from pathlib import Path
+
+    from train.data import load, split
+    from train.learner import resolve_device
+
+    trajectories = load(config.data.sources)
+    train, val = split(trajectories, config.data.val_fraction, config.data.split_seed)
+    chosen = {"val": val, "train": train, "all": trajectories}[config.split]
+    if not chosen:
+        raise ValueError(f"the {config.split} split is empty (val_fraction={config.data.val_fraction})")
+    prompt = PromptSettings(resize=config.resize)
+    if engine is None:
+        engine = _eval_engine(config, prompt, resolve_device(config.device))
+    results: dict[str, Any] = {"model": str(config.model), "adapter": str(config.adapter) if config.adapter else None,
+                               "split": config.split, "trajectories": len(chosen)}  # fmt: skip
+    if "sop" in config.metrics:
+        results["sop"] = sop(engine, chosen, prompt=prompt, match_settings=config.match,
+                             max_new_tokens=config.max_new_tokens)  # fmt: skip
+    if "steps" in config.metrics:
+        results["steps"] = step_metrics(engine, chosen, prompt=prompt, match_settings=config.match,
+                                        max_new_tokens=config.max_new_tokens)  # fmt: skip
+    out = config.output or (Path(config.adapter or config.model) / "eval.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    results["output"] = str(out)
+    return results
+
+
+def _eval_engine(config: Any, prompt: PromptSettings, device: str) -> RolloutEngine:
+    from pathlib import Path
+
+    from train.checkpoints import model_and_adapter
+    from train.model import PolicyModel
+    from train.rollout import TransformersEngine
+
+    if config.engine.kind == "vllm":
+        from train.vllm_engine import VllmEngine
+
+        vllm: RolloutEngine = VllmEngine(config.engine, None, None, prompt=prompt)
+        return vllm
+    model, adapter = model_and_adapter(Path(config.model))
+    policy = PolicyModel(model, adapter_dir=config.adapter or adapter, prompt=prompt, device=device)
+    return TransformersEngine(policy, seed=0)

@@ -1,0 +1,245 @@
+"""The learner: one interface, two engines (DESIGN.md's ``Learner``).
+
+``TorchLearner`` is plain PyTorch with AdamW, for CPU runs and single GPUs. ``DeepSpeedLearner``
+wraps the same model in a DeepSpeed engine (ZeRO stage 0-3, bf16, optimizer offload), the engine
+for GPU nodes, launched by ``deepspeed`` or ``torchrun`` across nodes; on a machine without an
+accelerator DeepSpeed picks its CPU accelerator and the gloo backend, which is how CI exercises it.
+
+An update is one optimiser step over a mini-batch of items, run one item (micro-batch) at a time
+with gradients accumulated; losses are token-means over the whole mini-batch, summed over ranks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from train.config import LearnerSettings, OptimSettings
+from train.loss import LossSettings, policy_loss, sft_loss
+from train.model import PolicyModel, Sample
+
+
+@dataclass
+class Item:
+    """One response to learn from: its tokens, advantage and the log-probs it was sampled under."""
+
+    sample: Sample
+    advantage: float = 0.0
+    old_logp: torch.Tensor | None = None
+    ref_logp: torch.Tensor | None = None
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size) of this process; (0, 1) without torch.distributed."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def _global_sum(value: float) -> float:
+    if world()[1] == 1:
+        return value
+    tensor = torch.tensor([value], dtype=torch.float64)
+    torch.distributed.all_reduce(tensor)
+    return float(tensor[0])
+
+
+class Learner(Protocol):
+    policy: PolicyModel
+
+    def ppo_update(
+        self, items: Sequence[Item], settings: LossSettings, *, entropy: bool = False
+    ) -> dict[str, float]: ...
+    def sft_update(self, items: Sequence[Item]) -> dict[str, float]: ...
+    def optimizer_state(self) -> dict[str, Any]: ...
+    def load_optimizer_state(self, state: dict[str, Any]) -> None: ...
+
+
+class _Updates:
+    """The accumulation loop both engines share; they differ in backward() and step()."""
+
+    policy: PolicyModel
+
+    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+        raise NotImplementedError
+
+    def _step(self) -> float:
+        raise NotImplementedError
+
+    def ppo_update(
+        self, items: Sequence[Item], settings: LossSettings, *, entropy: bool = False
+    ) -> dict[str, float]:
+        self.policy.model.train()
+        total = int(_global_sum(float(sum(i.sample.response_len for i in items))))
+        sums = {"pg_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio": 0.0, "entropy": 0.0}
+        for k, item in enumerate(items):
+            logp, ent = self.policy.logprobs(item.sample, entropy=entropy)
+            old = item.old_logp if item.old_logp is not None else logp.detach()
+            adv = torch.full_like(logp, item.advantage)
+            parts = policy_loss(logp[None], old[None], adv[None], torch.ones_like(logp)[None], total_tokens=total,
+                                ref_logp=None if item.ref_logp is None else item.ref_logp[None], settings=settings)  # fmt: skip
+            self._backward(parts.loss, k == len(items) - 1)
+            n = parts.tokens
+            sums["pg_loss"] += parts.pg_loss
+            sums["kl"] += parts.kl
+            sums["clip_fraction"] += parts.clip_fraction * n
+            sums["ratio"] += parts.ratio_mean * n
+            if ent is not None:
+                sums["entropy"] += float(ent.sum())
+        grad_norm = self._step()
+        tokens = max(sum(i.sample.response_len for i in items), 1)
+        return {"pg_loss": sums["pg_loss"], "kl": sums["kl"], "clip_fraction": sums["clip_fraction"] / tokens,
+                "ratio": sums["ratio"] / tokens, "entropy": sums["entropy"] / tokens, "grad_norm": grad_norm,
+                "tokens": float(tokens)}  # fmt: skip
+
+    def sft_update(self, items: Sequence[Item]) -> dict[str, float]:
+        self.policy.model.train()
+        total = int(_global_sum(float(sum(i.sample.response_len for i in items))))
+        loss_sum = 0.0
+        for k, item in enumerate(items):
+            logp, _ = self.policy.logprobs(item.sample)
+            loss = sft_loss(logp[None], torch.ones_like(logp)[None], total_tokens=total)
+            self._backward(loss, k == len(items) - 1)
+            loss_sum += float(loss.detach())
+        grad_norm = self._step()
+        return {
+            "loss": loss_sum,
+            "grad_norm": grad_norm,
+            "tokens": float(sum(i.sample.response_len for i in items)),
+        }
+
+
+def _adamw(policy: PolicyModel, optim: OptimSettings) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(list(policy.parameters()), lr=optim.lr, weight_decay=optim.weight_decay,
+                             betas=optim.betas)  # fmt: skip
+
+
+class TorchLearner(_Updates):
+    def __init__(self, policy: PolicyModel, optim: OptimSettings) -> None:
+        self.policy = policy
+        self.settings = optim
+        self.optimizer = _adamw(policy, optim)
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+        loss.backward()  # type: ignore[no-untyped-call]
+
+    def _step(self) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(list(self.policy.parameters()), self.settings.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    def optimizer_state(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def init_distributed(device: torch.device) -> None:
+    """Join the launcher's process group, or make a group of one when run directly."""
+    if torch.distributed.is_initialized():
+        return
+    for key, value in (("MASTER_ADDR", "127.0.0.1"), ("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
+        os.environ.setdefault(key, value)
+    if "MASTER_PORT" not in os.environ:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
+
+
+class DeepSpeedLearner(_Updates):
+    def __init__(self, policy: PolicyModel, optim: OptimSettings, settings: LearnerSettings) -> None:
+        import deepspeed
+
+        self.policy = policy
+        init_distributed(policy.device)
+        ds = settings.deepspeed
+        bf16 = ds.bf16 == "on" or (ds.bf16 == "auto" and policy.device.type == "cuda")
+        config: dict[str, Any] = {
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": 1,  # accumulation is ours: boundaries are set per update
+            "gradient_clipping": optim.grad_clip,
+            "zero_optimization": {"stage": ds.zero_stage},
+            "bf16": {"enabled": bf16},
+            "steps_per_print": 1 << 30,
+            "wall_clock_breakdown": False,
+        }
+        if ds.offload_optimizer:
+            config["zero_optimization"]["offload_optimizer"] = {
+                "device": "cpu",
+                "pin_memory": policy.device.type == "cuda",
+            }
+            config["optimizer"] = {"type": "AdamW", "params": {"lr": optim.lr, "weight_decay": optim.weight_decay,
+                                                               "betas": list(optim.betas)}}  # fmt: skip
+            optimizer = None
+        else:
+            optimizer = _adamw(policy, optim)  # a client optimizer: no JIT-compiled op needed
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(
+            model=policy.model, optimizer=optimizer, model_parameters=list(policy.parameters()), config=config
+        )
+
+    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+        self.engine.set_gradient_accumulation_boundary(last)
+        self.engine.backward(loss)
+
+    def _step(self) -> float:
+        self.engine.step()
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else 0.0
+
+    def optimizer_state(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def resolve_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def make_learner(policy: PolicyModel, optim: OptimSettings, settings: LearnerSettings) -> Learner:
+    if settings.backend == "deepspeed":
+        return DeepSpeedLearner(policy, optim, settings)
+    return TorchLearner(policy, optim)
+
+
+def save_state(path: Path, learner: Learner, extra: dict[str, Any]) -> None:
+    """Optimizer state, RNG states and the loop's position, for a resume with identical data order."""
+    import random
+
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {**learner.optimizer_state(), **extra, "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
+                                                           "torch": torch.get_rng_state()}}  # fmt: skip
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)  # a crash mid-write leaves the previous state
+
+
+def load_state(path: Path, learner: Learner) -> dict[str, Any]:
+    import random
+
+    import numpy as np
+
+    state: dict[str, Any] = torch.load(path, weights_only=False)
+    learner.load_optimizer_state(state)
+    random.setstate(state["rng"]["python"])
+    np.random.set_state(state["rng"]["numpy"])
+    torch.set_rng_state(state["rng"]["torch"])
+    return state

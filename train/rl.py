@@ -1,0 +1,215 @@
+"""Semi-online RL (the UI-S1 method): patched rollouts, step- and episode-level advantages, PPO.
+
+One training step: draw ``tasks_per_step`` expert trajectories (dynamic sampling drops groups
+whose rollouts all did about equally well, drawing more up to a bound), roll each out N times in
+lockstep with patching, score every step, compute advantages per group, recompute the old and
+reference log-probs, then take ``mini_batches`` optimiser steps over the shuffled samples.
+
+    uis1 train rl --config rl.yaml                                  # one process (CPU or 1 GPU)
+    deepspeed --num_gpus 8 $(which uis1) train rl --config rl.yaml  # one node, 8 GPUs
+    torchrun --nnodes 4 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
+        $(which uis1) train rl --config rl.yaml                     # 4 nodes (learner.backend: deepspeed)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from train.advantages import StepSample, group_advantages, keeps_signal
+from train.checkpoints import save_checkpoint
+from train.config import RLConfig
+from train.data import ExpertTrajectory
+from train.evaluate import sop
+from train.learner import Item, save_state
+from train.rollout import Rollout, RolloutEngine, SemiOnlineRollout, TransformersEngine
+from train.runs import Run, Stream, open_run
+from train.tracking import Tracker, progress_bar
+
+
+class SeededEngine(TransformersEngine):
+    """Sampling seeds derived from (run seed, step, call): a resumed run samples what the
+    uninterrupted one would have."""
+
+    def at_step(self, seed: int, step: int) -> None:
+        self._seed = seed * 100_003 + step
+        self._calls = 0
+
+
+def make_engine(config: RLConfig, run: Run) -> RolloutEngine:
+    if config.engine.kind == "vllm":
+        from train.vllm_engine import VllmEngine
+
+        engine: RolloutEngine = VllmEngine(config.engine, run.policy, run.dir)
+        return engine
+    return SeededEngine(run.policy, seed=config.seed)
+
+
+def _draw(config: RLConfig, roller: SemiOnlineRollout, stream: Stream[ExpertTrajectory]
+          ) -> tuple[list[tuple[ExpertTrajectory, list[Rollout]]], int, list[str]]:  # fmt: skip
+    """Groups for one step: (kept groups, groups dropped by dynamic sampling, ids drawn)."""
+    kept: list[tuple[ExpertTrajectory, list[Rollout]]] = []
+    dropped = 0
+    drawn: list[str] = []
+    budget = config.tasks_per_step + (
+        config.dynamic_sampling.max_extra_draws if config.dynamic_sampling.enabled else 0
+    )
+    while len(kept) < config.tasks_per_step and len(drawn) < budget:
+        trajectory = stream.next()
+        drawn.append(trajectory.id)
+        rollouts = roller.run(trajectory)
+        if config.dynamic_sampling.enabled and not keeps_signal(
+            _samples(rollouts), config.dynamic_sampling.eta, config.advantage
+        ):
+            dropped += 1
+            continue
+        kept.append((trajectory, rollouts))
+    return kept, dropped, drawn
+
+
+def _samples(rollouts: Sequence[Rollout]) -> list[list[StepSample]]:
+    return [[StepSample(s.reward.reward, s.matched) for s in r.steps] for r in rollouts]
+
+
+def _items(
+    config: RLConfig, run: Run, groups: Sequence[tuple[ExpertTrajectory, list[Rollout]]]
+) -> list[Item]:
+    items = []
+    for _, rollouts in groups:
+        advantages = group_advantages(_samples(rollouts), config.advantage)
+        for rollout, values in zip(rollouts, advantages, strict=True):
+            for record, advantage in zip(rollout.steps, values, strict=True):
+                response = (
+                    record.response.token_ids
+                    if record.response.token_ids is not None
+                    else record.response.text
+                )
+                items.append(Item(run.policy.sample(record.turns, response), advantage))
+    return items
+
+
+@torch.no_grad()
+def _old_and_reference(config: RLConfig, run: Run, items: Sequence[Item], reference: Any) -> None:
+    run.policy.model.eval()
+    for item in items:
+        item.old_logp = run.policy.logprobs(item.sample)[0]
+    if not config.loss.kl_beta:
+        return
+    for item in items:
+        if reference is None:  # an adapter: the base weights with the adapter off
+            with run.policy.reference():
+                item.ref_logp = run.policy.logprobs(item.sample)[0]
+        else:
+            item.ref_logp = reference.logprobs(item.sample)[0]
+
+
+def _reference(config: RLConfig, run: Run) -> Any:
+    """The frozen initial policy for the KL term: a second model for a full fine-tune."""
+    if not config.loss.kl_beta or run.policy.has_adapter:
+        return None
+    from train.model import PolicyModel
+
+    reference = PolicyModel(
+        config.model, prompt=run.prompt, device=str(run.policy.device), dtype=config.learner.dtype
+    )
+    reference.model.requires_grad_(False)
+    return reference
+
+
+def _rollout_metrics(groups: Sequence[tuple[ExpertTrajectory, list[Rollout]]]) -> dict[str, float]:
+    records = [s for _, rollouts in groups for r in rollouts for s in r.steps]
+    if not records:
+        return {"reward": 0.0, "match_rate": 0.0, "patch_rate": 0.0, "format_rate": 0.0, "rollout_steps": 0.0}
+    rollouts = [r for _, rs in groups for r in rs]
+    return {
+        "reward": sum(s.reward.reward for s in records) / len(records),
+        "match_rate": sum(s.matched for s in records) / len(records),
+        "patch_rate": sum(s.patched for s in records) / len(records),
+        "format_rate": sum(s.reward.format_ok for s in records) / len(records),
+        "rollout_steps": len(records) / len(rollouts),
+        "expert_steps": sum(len(t.steps) for t, _ in groups) / len(groups),
+    }
+
+
+def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
+    """Run (or resume) semi-online RL; returns the run directory."""
+    run = open_run(config)
+    stream: Stream[ExpertTrajectory] = Stream(run.train, config.seed, run.position)
+    engine = make_engine(config, run)
+    roller = SemiOnlineRollout(engine, config.rollout, prompt=run.prompt, match=config.match)
+    reference = _reference(config, run)
+    steps_per_epoch = math.ceil(len(run.train) / config.tasks_per_step)
+    total = min(config.epochs * steps_per_epoch, config.max_steps or 1 << 30)
+    tracker = Tracker(run.dir, resume_after=run.step if run.step else None)
+    bar = progress_bar(progress and run.is_main, total, run.step, "rl")
+    try:
+        while run.step < total:
+            metrics = _one_step(config, run, stream, engine, roller, reference)
+            run.step += 1
+            if config.eval_every and run.step % config.eval_every == 0 and run.val:
+                result = sop(engine, run.val, prompt=run.prompt, match_settings=config.match,
+                             max_new_tokens=config.rollout.max_new_tokens)  # fmt: skip
+                metrics.update({f"val_sop_{k}": result[k] for k in ("pg", "tsr", "score")})
+            if run.is_main:
+                tracker.log(run.step, metrics)
+            if run.step % config.save_every == 0 or run.step == total:
+                _save(config, run, stream, metrics)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(reward=f"{metrics['reward']:.3f}", match=f"{metrics['match_rate']:.2f}",
+                                kl=f"{metrics['kl']:.2e}")  # fmt: skip
+    finally:
+        if bar is not None:
+            bar.close()
+        tracker.close()
+    return run.dir
+
+
+def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engine: RolloutEngine,
+              roller: SemiOnlineRollout, reference: Any) -> dict[str, Any]:  # fmt: skip
+    if isinstance(engine, SeededEngine):
+        engine.at_step(config.seed, run.step)
+    elif hasattr(engine, "sync"):
+        engine.sync(run.step)  # the vLLM engine loads the current weights
+    t0 = time.perf_counter()
+    groups, dropped, drawn = _draw(config, roller, stream)
+    t1 = time.perf_counter()
+    items = _items(config, run, groups)
+    _old_and_reference(config, run, items, reference)
+    t2 = time.perf_counter()
+    random.Random(f"{config.seed}:{run.step}:shuffle").shuffle(items)
+    per_batch = max(1, math.ceil(len(items) / config.mini_batches))
+    updates = [run.learner.ppo_update(items[i : i + per_batch], config.loss, entropy=config.log_entropy)
+               for i in range(0, len(items), per_batch)]  # fmt: skip
+    t3 = time.perf_counter()
+    tokens = sum(u["tokens"] for u in updates)
+    metrics: dict[str, Any] = {
+        **_rollout_metrics(groups),
+        "groups": len(groups), "groups_dropped": dropped, "samples": len(items),
+        "kl": _mean(updates, "kl"), "pg_loss": _mean(updates, "pg_loss"),
+        "clip_fraction": _mean(updates, "clip_fraction"), "entropy": _mean(updates, "entropy"),
+        "grad_norm": _mean(updates, "grad_norm"), "tokens": tokens,
+        "rollout_s": t1 - t0, "logprob_s": t2 - t1, "update_s": t3 - t2,
+        "tokens_per_s": tokens / (t3 - t2) if t3 > t2 else 0.0, "tasks": drawn,
+    }  # fmt: skip
+    return metrics
+
+
+def _mean(updates: Sequence[dict[str, float]], key: str) -> float:
+    return sum(u[key] for u in updates) / len(updates) if updates else 0.0
+
+
+def _save(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], metrics: dict[str, Any]) -> None:
+    if run.is_main:
+        record = {"config": config.model_dump(mode="json"), "manifest_sha256": run.manifest["sha256"],
+                  "metrics": {k: v for k, v in metrics.items() if k != "tasks"}, "parent": config.parent_version,
+                  "method": "semi-online-rl"}  # fmt: skip
+        save_checkpoint(run.dir, run.step, run.policy, record)
+    position = {"epoch": stream.position.epoch, "index": stream.position.index}
+    save_state(run.dir / "state.pt", run.learner, {"step": run.step, "position": position})

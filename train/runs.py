@@ -1,0 +1,125 @@
+"""What every training run shares: its directory, data, policy, learner, order of work and resume.
+
+The order of work is a pure function of (seed, epoch): each epoch visits the training items in a
+permutation drawn from ``Random(f"{seed}:{epoch}")``, and the loop's position (epoch, index) is
+saved with each checkpoint. A run killed at any point and started again with the same config
+resumes from its last checkpoint and sees exactly the items, in exactly the order, that an
+uninterrupted run would have. Under a distributed launcher each rank takes every world-th item.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import torch
+
+from agent.prompt import PromptSettings
+from train.checkpoints import latest_checkpoint, model_and_adapter
+from train.config import LearnerSettings, RLConfig, SFTConfig
+from train.data import ExpertTrajectory, load, manifest, split
+from train.learner import Learner, load_state, make_learner, resolve_device, world
+from train.model import PolicyModel
+
+T = TypeVar("T")
+
+
+@dataclass
+class Position:
+    epoch: int = 0
+    index: int = 0
+
+
+class Stream(Generic[T]):
+    """Items in the run's deterministic order, epoch after epoch, this rank's share only."""
+
+    def __init__(self, items: Sequence[T], seed: int, position: Position | None = None) -> None:
+        if not items:
+            raise ValueError("no training data: the sources gave no trajectories for the train split")
+        self.items = items
+        self.seed = seed
+        self.position = position or Position()
+        self.rank, self.world = world()
+
+    def _order(self, epoch: int) -> list[int]:
+        order = list(range(len(self.items)))
+        random.Random(f"{self.seed}:{epoch}").shuffle(order)
+        return order[self.rank :: self.world] or order[:1]
+
+    def next(self) -> T:
+        order = self._order(self.position.epoch)
+        if self.position.index >= len(order):
+            self.position = Position(self.position.epoch + 1, 0)
+            order = self._order(self.position.epoch)
+        item = self.items[order[self.position.index]]
+        self.position = Position(self.position.epoch, self.position.index + 1)
+        return item
+
+
+@dataclass
+class Run:
+    dir: Path
+    train: list[ExpertTrajectory]
+    val: list[ExpertTrajectory]
+    manifest: dict[str, Any]
+    policy: PolicyModel
+    learner: Learner
+    prompt: PromptSettings
+    step: int = 0
+    position: Position | None = None
+
+    @property
+    def is_main(self) -> bool:
+        return world()[0] == 0
+
+
+def _seed_everything(seed: int) -> None:
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def open_run(config: RLConfig | SFTConfig) -> Run:
+    """Load the data, the policy (from the last checkpoint when resuming) and the learner."""
+    _seed_everything(config.seed)
+    run_dir = config.output_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    trajectories = load(config.data.sources)
+    train, val = split(trajectories, config.data.val_fraction, config.data.split_seed)
+    data_manifest = manifest(config.data.sources, train, val)
+    previous = latest_checkpoint(run_dir)
+    if previous is not None:
+        saved = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+        if saved["sha256"] != data_manifest["sha256"]:
+            raise RuntimeError(f"{run_dir} was trained on other data (manifest {saved['sha256'][:12]}, now "
+                               f"{data_manifest['sha256'][:12]}): use a new output_dir")  # fmt: skip
+    elif world()[0] == 0:
+        (run_dir / "config.json").write_text(config.model_dump_json(indent=2), encoding="utf-8")
+        (run_dir / "manifest.json").write_text(json.dumps(data_manifest, indent=2), encoding="utf-8")
+    prompt = PromptSettings(resize=config.resize)
+    policy = load_policy(config.model, config.learner, prompt, previous)
+    learner = make_learner(policy, config.optim, config.learner)
+    run = Run(run_dir, train, val, data_manifest, policy, learner, prompt)
+    if previous is not None and (run_dir / "state.pt").is_file():
+        state = load_state(run_dir / "state.pt", learner)
+        run.step = int(state["step"])
+        run.position = Position(**state["position"])
+    return run
+
+
+def load_policy(
+    model: Path, settings: LearnerSettings, prompt: PromptSettings, checkpoint: Path | None
+) -> PolicyModel:
+    device = resolve_device(settings.device)
+    common: dict[str, Any] = {"prompt": prompt, "gradient_checkpointing": settings.gradient_checkpointing,
+                              "device": device, "dtype": settings.dtype}  # fmt: skip
+    if checkpoint is None:
+        return PolicyModel(model, lora=settings.lora, **common)
+    base, adapter = model_and_adapter(checkpoint)
+    return PolicyModel(base, adapter_dir=adapter, **common)

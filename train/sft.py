@@ -1,0 +1,98 @@
+"""Supervised fine-tuning on expert trajectories (the stage before semi-online RL in the paper).
+
+Every expert step is one example: the prompt the policy would see with the expert's history
+(earlier expert actions, thought-free or with their stored thoughts), and the expert's response as
+the target, cross-entropy on its tokens only.
+
+    uis1 train sft --config sft.yaml
+    deepspeed --num_gpus 8 $(which uis1) train sft --config sft.yaml
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.geometry import ScreenGeometry
+from agent.parsing import format_response
+from agent.prompt import build_conversation
+from train.checkpoints import save_checkpoint
+from train.config import SFTConfig
+from train.data import ExpertTrajectory
+from train.learner import Item, save_state
+from train.rollout import expert_action
+from train.runs import Run, Stream, open_run
+from train.tracking import Tracker, progress_bar
+
+
+@dataclass(frozen=True)
+class Example:
+    trajectory: ExpertTrajectory
+    step: int
+
+
+def expert_responses(
+    trajectory: ExpertTrajectory, run: Run, upto: int, thoughts: bool
+) -> tuple[list[Any], list[str]]:
+    """Screenshots 0..upto and the expert's responses for steps 0..upto (the last is the target),
+    each action in pixels of its screenshot as the model sees it resized."""
+    screenshots: list[Any] = []
+    responses = []
+    for step in trajectory.steps[: upto + 1]:
+        screenshots.append(step.screenshot())
+        resized = ScreenGeometry.for_screen(step.size, run.prompt.resize).resized
+        action = expert_action(step.expert, step.size, resized)
+        responses.append(format_response(action, (step.thought or "") if thoughts else ""))
+    return screenshots, responses
+
+
+def _item(run: Run, example: Example, thoughts: bool) -> Item:
+    screenshots, responses = expert_responses(example.trajectory, run, example.step, thoughts)
+    turns = build_conversation(example.trajectory.goal, screenshots, responses[:-1], run.prompt)
+    return Item(run.policy.sample(turns, responses[-1]))
+
+
+def train_sft(config: SFTConfig, *, progress: bool = True) -> Path:
+    run = open_run(config)
+    examples = [Example(t, i) for t in run.train for i in range(len(t.steps))]
+    stream: Stream[Example] = Stream(examples, config.seed, run.position)
+    total = min(config.epochs * math.ceil(len(examples) / config.batch_size), config.max_steps or 1 << 30)
+    tracker = Tracker(run.dir, resume_after=run.step if run.step else None)
+    bar = progress_bar(progress and run.is_main, total, run.step, "sft")
+    try:
+        while run.step < total:
+            t0 = time.perf_counter()
+            batch = [stream.next() for _ in range(config.batch_size)]
+            items = [_item(run, e, config.thoughts) for e in batch]
+            t1 = time.perf_counter()
+            update = run.learner.sft_update(items)
+            t2 = time.perf_counter()
+            run.step += 1
+            metrics = {**update, "prepare_s": t1 - t0, "update_s": t2 - t1,
+                       "tokens_per_s": update["tokens"] / (t2 - t1) if t2 > t1 else 0.0,
+                       "examples": [f"{e.trajectory.id}:{e.step}" for e in batch]}  # fmt: skip
+            if run.is_main:
+                tracker.log(run.step, metrics)
+            if run.step % config.save_every == 0 or run.step == total:
+                _save(config, run, stream, metrics)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{update['loss']:.4f}")
+    finally:
+        if bar is not None:
+            bar.close()
+        tracker.close()
+    return run.dir
+
+
+def _save(config: SFTConfig, run: Run, stream: Stream[Example], metrics: dict[str, Any]) -> None:
+    if run.is_main:
+        record = {"config": config.model_dump(mode="json"), "manifest_sha256": run.manifest["sha256"],
+                  "metrics": {k: v for k, v in metrics.items() if k != "examples"}, "parent": config.parent_version,
+                  "method": "sft"}  # fmt: skip
+        save_checkpoint(run.dir, run.step, run.policy, record)
+    position = {"epoch": stream.position.epoch, "index": stream.position.index}
+    save_state(run.dir / "state.pt", run.learner, {"step": run.step, "position": position})
