@@ -46,6 +46,9 @@ class Sample:
     response_ids: torch.Tensor  # [response_len], ending with the end-of-turn token when it was produced
     pixel_values: torch.Tensor | None
     image_grid_thw: torch.Tensor | None
+    # Which prompt tokens are image tokens: without it the model cannot build Qwen2.5-VL's 3-D
+    # (M-RoPE) positions and silently falls back to 1-D ones, unlike generation and vLLM.
+    mm_token_type_ids: torch.Tensor | None = None
 
     @property
     def response_len(self) -> int:
@@ -118,9 +121,9 @@ class PolicyModel:
     def sample(self, turns: Sequence[Turn], response: str | torch.Tensor) -> Sample:
         encoded = self.encode_prompt(turns)
         ids = self.response_ids(response) if isinstance(response, str) else response.to(self.device)
-        return Sample(
-            encoded["input_ids"][0], ids, encoded.get("pixel_values"), encoded.get("image_grid_thw")
-        )
+        types = encoded.get("mm_token_type_ids")
+        return Sample(encoded["input_ids"][0], ids, encoded.get("pixel_values"), encoded.get("image_grid_thw"),
+                      None if types is None else types[0])  # fmt: skip
 
     def decode(self, ids: torch.Tensor) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
@@ -132,6 +135,9 @@ class PolicyModel:
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
         if sample.pixel_values is not None:
             kwargs.update(pixel_values=sample.pixel_values, image_grid_thw=sample.image_grid_thw)
+        if sample.mm_token_type_ids is not None:
+            response_types = torch.zeros_like(sample.response_ids, dtype=sample.mm_token_type_ids.dtype)
+            kwargs["mm_token_type_ids"] = torch.cat([sample.mm_token_type_ids, response_types]).unsqueeze(0)
         n = sample.response_len
         # Logits at position p predict token p+1: keep the n positions before the response's end.
         logits = self.model(**kwargs, logits_to_keep=n + 1).logits[0, :-1].float()
