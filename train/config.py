@@ -101,7 +101,10 @@ class SFTConfig(_Strict):
     parent_version: str | None = None
     seed: int = 0
     data: DataSettings
-    thoughts: bool = False  # train on stored thoughts; otherwise thought-free responses
+    # Train on the thoughts stored with the data (empty where a step has none). Off: thought-free
+    # responses, which the paper-form reward scores 0 (its format term wants a non-empty think
+    # block); RL from such a checkpoint needs rollout.reward: code.
+    thoughts: bool = True
     optim: OptimSettings = OptimSettings(lr=1e-5)
     learner: LearnerSettings = LearnerSettings()
     resize: ResizeSettings = ResizeSettings()

@@ -191,7 +191,7 @@ def load_sim(src: SimSource) -> list[ExpertTrajectory]:
     unknown = sorted(set(names) - set(TASKS))
     if unknown:
         raise DataError(f"unknown simulated tasks: {', '.join(unknown)}")
-    phone = SimPhone("sim-data", width=src.width, height=src.height)
+    phone = SimPhone("sim-data", width=src.width, height=src.height, clock="09:41")
     out = []
     for name in names:
         for seed in src.seeds:
@@ -204,15 +204,37 @@ def load_sim(src: SimSource) -> list[ExpertTrajectory]:
                 label = ActionLabel.model_validate(
                     {**action.to_dict(), **({"bbox": action.bbox} if action.bbox else {})}
                 )
-                steps.append(ExpertStep(label, Size(phone.width, phone.height), png=png, sha256=_sha(png)))
+                size = Size(phone.width, phone.height)
+                thought = sim_thought(task.goal, action)
+                steps.append(ExpertStep(label, size, png=png, sha256=_sha(png), thought=thought))
                 execute(phone, action, outcome)
-            png = phone.screenshot_png()
-            done = ActionLabel(action="terminate", status="success")
-            steps.append(ExpertStep(done, Size(phone.width, phone.height), png=png, sha256=_sha(png)))
+            if not steps or steps[-1].expert.action != "terminate":  # solvers usually end with it themselves
+                png = phone.screenshot_png()
+                done = ActionLabel(action="terminate", status="success")
+                thought = f"The goal is: {task.goal}. It is done, so I finish."
+                steps.append(ExpertStep(done, Size(phone.width, phone.height), png=png, sha256=_sha(png),
+                                        thought=thought))  # fmt: skip
             if not task.is_successful(phone, outcome):
                 raise DataError(f"the expert of {name} (seed {seed}) did not complete its task")
             out.append(ExpertTrajectory(task.goal, tuple(steps), f"sim:{name}:{seed}"))
     return out
+
+
+def sim_thought(goal: str, action: Any) -> str:
+    """A short, templated reasoning for a simulated expert step (the data's stored thought)."""
+    what = {
+        "click": f"tap {action.target!r}" if action.target else "tap the next control",
+        "long_press": "press and hold the item",
+        "swipe": "scroll to see more",
+        "type": f"type {action.text!r}",
+        "system_button": f"press {action.button}",
+        "open": f"open the {action.text} app",
+        "wait": "wait for the screen to update",
+        "answer": f"answer {action.text!r}",
+        "key": f"press the {action.text} key",
+        "terminate": "finish, since it is done",
+    }.get(action.action, action.action)
+    return f"The goal is: {goal}. Next I {what}."
 
 
 def load(sources: Iterable[InterchangeSource | StoreSource | SimSource]) -> list[ExpertTrajectory]:

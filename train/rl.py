@@ -13,6 +13,7 @@ reference log-probs, then take ``mini_batches`` optimiser steps over the shuffle
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -31,6 +32,8 @@ from train.learner import Item, save_state
 from train.rollout import Rollout, RolloutEngine, SemiOnlineRollout, TransformersEngine
 from train.runs import Run, Stream, open_run
 from train.tracking import Tracker, progress_bar
+
+log = logging.getLogger(__name__)
 
 
 class SeededEngine(TransformersEngine):
@@ -158,6 +161,10 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
                 metrics.update({f"val_sop_{k}": result[k] for k in ("pg", "tsr", "score")})
             if run.is_main:
                 tracker.log(run.step, metrics)
+                if run.step == 1 and metrics["format_rate"] == 0 and config.rollout.reward == "paper":
+                    log.warning("no sampled response had a non-empty think block: the paper-form reward gives "
+                                "every sample 0, so nothing is learned; train SFT with thoughts or set "
+                                "rollout.reward: code")  # fmt: skip
             if run.step % config.save_every == 0 or run.step == total:
                 _save(config, run, stream, metrics)
             if bar is not None:

@@ -68,8 +68,12 @@ class SimPhone:
         height: int = 2400,
         model: str = "Pixel 8",
         unicode_ime: bool = True,
+        clock: str | None = None,
     ) -> None:
         self.serial = serial
+        # A fixed status-bar time ("09:41") renders the same screen the same bytes whenever it is
+        # drawn (training data is identified by its screenshots); None shows the real time.
+        self.clock = clock
         self.width = width
         self.height = height
         self.model = model
@@ -274,7 +278,7 @@ class SimPhone:
             root = View("frame", (0, 0, w, h), fill=theme.background)
             status = View("frame", (0, 0, w, self._status_height()), rid="com.android.systemui:id/status_bar",
                           fill=theme.bar)  # fmt: skip
-            clock = time.strftime("%H:%M")
+            clock = self.clock or time.strftime("%H:%M")
             status.add(View("text", status.bounds, text=clock, size=round(40 * w / 1080), ink=theme.ink,
                             rid="com.android.systemui:id/clock"))  # fmt: skip
             icons = " ".join(t for t, on in (("Wi-Fi", self.settings.wifi), ("BT", self.settings.bluetooth),

@@ -36,6 +36,7 @@ class ExpertAction:
     # The tapped element's bounds (left, top, right, bottom): what a dataset's ``bbox`` records,
     # kept out of the action itself.
     bbox: tuple[int, int, int, int] | None = field(default=None, compare=False)
+    target: str = field(default="", compare=False)  # what the tapped element says (its text or label)
 
     def to_dict(self) -> dict[str, Any]:
         """The action's JSON object, as UI-S1 writes it."""
@@ -53,7 +54,9 @@ class ExpertAction:
 
 
 def click(view: View) -> ExpertAction:
-    return ExpertAction("click", coordinate=view.center, bbox=view.bounds)
+    return ExpertAction(
+        "click", coordinate=view.center, bbox=view.bounds, target=view.text or view.desc or view.hint
+    )
 
 
 class TaskError(RuntimeError):

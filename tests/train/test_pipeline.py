@@ -1,0 +1,167 @@
+"""SFT -> semi-online RL -> SOP evaluation on the tiny model and simulated-phone expert data, from
+the command line, with both learners, and a resume after the process is killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.train.conftest import RESIZE, SIM_DATA, metrics, uis1, write_config
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def rl_body(model: Path, **overrides: Any) -> dict[str, Any]:
+    body = {"model": str(model), "output_dir": "run", "seed": 3, "data": SIM_DATA, "resize": RESIZE,
+            "rollout": {"n": 4, "max_new_tokens": 72, "temperature": 1.0},
+            "tasks_per_step": 2, "max_steps": 3, "save_every": 1, "eval_every": None,
+            "dynamic_sampling": {"enabled": False}, "optim": {"lr": 1e-4}}  # fmt: skip
+    body.update(overrides)
+    return body
+
+
+def test_the_trainer_scores_tokens_exactly_as_generation_produced_them(sft_checkpoint: Path) -> None:
+    """The training forward pass and sampling must see the same model (3-D positions included)."""
+    from PIL import Image
+
+    from agent.geometry import ResizeSettings
+    from agent.prompt import PromptSettings, build_conversation
+    from train.model import PolicyModel
+
+    policy = PolicyModel(sft_checkpoint, prompt=PromptSettings(resize=ResizeSettings(**RESIZE)))
+    turns = build_conversation(
+        "Turn on Wi-Fi", [Image.new("RGB", (360, 800), (90, 20, 20))], [], policy.prompt
+    )
+    inputs = policy.encode_prompt(turns)
+    out = policy.model.generate(**inputs, max_new_tokens=12, do_sample=False, output_scores=True,
+                                return_dict_in_generate=True, suppress_tokens=policy.suppress)  # fmt: skip
+    generated = out.sequences[0, inputs["input_ids"].shape[1] :]
+    expected = torch.stack([s[0].log_softmax(-1)[t] for s, t in zip(out.scores, generated, strict=True)])
+    with torch.no_grad():
+        got, _ = policy.logprobs(policy.sample(turns, generated))
+    assert torch.allclose(got, expected, rtol=2e-3, atol=2e-3)  # cached vs. full attention: float noise only
+
+
+def test_sft_then_semi_online_rl_then_sop_from_the_command_line(sft_run: Path, sft_checkpoint: Path,
+                                                                tiny_model_dir: Path, tmp_path: Path) -> None:  # fmt: skip
+    sft = metrics(sft_run)
+    assert len(sft) == 60
+    assert sft[-1]["loss"] < sft[0]["loss"] / 10  # it learned the expert responses
+    record = json.loads((sft_checkpoint / "run.json").read_text())
+    assert record["method"] == "sft"
+    assert record["manifest_sha256"] == json.loads((sft_run / "manifest.json").read_text())["sha256"]
+
+    rl = write_config(tmp_path / "rl.yaml", rl_body(sft_checkpoint))
+    uis1("train", "rl", "--config", str(rl), "--quiet")
+    run = tmp_path / "run"
+    steps = metrics(run)
+    assert [m["step"] for m in steps] == [1, 2, 3]
+    for key in ("reward", "match_rate", "patch_rate", "kl", "clip_fraction", "entropy", "tokens_per_s",
+                "rollout_s", "logprob_s", "update_s"):  # fmt: skip
+        assert key in steps[0], key
+    assert any(m["reward"] > 0.1 for m in steps)  # the SFT policy matches some expert steps
+    assert steps[-1]["kl"] > 0  # and moved away from its reference
+    assert (run / "tensorboard").is_dir()
+    final = run / "checkpoints" / "step-000003"
+    assert json.loads((final / "run.json").read_text())["method"] == "semi-online-rl"
+
+    evaluation = write_config(tmp_path / "eval.yaml", {"model": str(final), "data": SIM_DATA, "split": "all",
+                                                       "resize": RESIZE, "max_new_tokens": 72})  # fmt: skip
+    shown = uis1("train", "eval", "--config", str(evaluation)).stdout
+    assert "sop.score" in shown
+    results = json.loads((final / "eval.json").read_text())
+    assert 0 < results["sop"]["pg"] <= 1
+    assert results["steps"]["type_match"] > 0.5
+    base = write_config(tmp_path / "base.yaml", {"model": str(tiny_model_dir), "data": SIM_DATA, "split": "all",
+                                                 "resize": RESIZE, "max_new_tokens": 72, "metrics": ["sop"],
+                                                 "output": str(tmp_path / "base.json")})  # fmt: skip
+    uis1("train", "eval", "--config", str(base))
+    assert json.loads((tmp_path / "base.json").read_text())["sop"]["pg"] < results["sop"]["pg"]
+
+
+def test_the_deepspeed_learner_makes_the_same_update_as_the_plain_torch_one(sft_checkpoint: Path) -> None:
+    from PIL import Image
+
+    from agent.geometry import ResizeSettings
+    from agent.prompt import PromptSettings, build_conversation
+    from train.config import LearnerSettings, OptimSettings
+    from train.learner import DeepSpeedLearner, Item, TorchLearner
+    from train.loss import LossSettings
+    from train.model import PolicyModel
+
+    prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
+    turns = build_conversation("Turn on Wi-Fi", [Image.new("RGB", (360, 800), (10, 90, 20))], [], prompt)
+    response = '<think>\nopen settings\n</think>\n<action>\n{"action": "open", "text": "Settings"}\n</action>'
+    optim = OptimSettings(lr=1e-3)
+    after = []
+    for make in (lambda p: TorchLearner(p, optim),
+                 lambda p: DeepSpeedLearner(p, optim, LearnerSettings(backend="deepspeed")),):  # fmt: skip
+        policy = PolicyModel(sft_checkpoint, prompt=prompt)
+        learner = make(policy)
+        items = [Item(policy.sample(turns, response), advantage=a) for a in (1.0, -0.5)]
+        with torch.no_grad():
+            for item in items:
+                item.old_logp = policy.logprobs(item.sample)[0]
+        learner.ppo_update(items, LossSettings(kl_beta=0.0))
+        after.append(torch.cat([p.detach().flatten() for p in policy.model.parameters()]))
+    start = torch.cat(
+        [p.detach().flatten() for p in PolicyModel(sft_checkpoint, prompt=prompt).model.parameters()]
+    )
+    assert not torch.equal(after[0], start)
+    assert torch.allclose(after[0], after[1], atol=1e-6)
+
+
+def test_rl_with_deepspeed_from_the_command_line(sft_checkpoint: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "rl.yaml", rl_body(sft_checkpoint, max_steps=2,
+                          learner={"backend": "deepspeed", "deepspeed": {"zero_stage": 2}}))  # fmt: skip
+    uis1("train", "rl", "--config", str(config), "--quiet")
+    steps = metrics(tmp_path / "run")
+    assert [m["step"] for m in steps] == [1, 2]
+    assert steps[-1]["grad_norm"] > 0
+    assert (tmp_path / "run" / "checkpoints" / "step-000002" / "model.safetensors").is_file()
+
+
+def test_a_killed_rl_run_resumes_with_the_same_data_order_and_results(
+    sft_checkpoint: Path, tmp_path: Path
+) -> None:
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    for where in (whole, killed):
+        where.mkdir()
+        write_config(where / "rl.yaml", rl_body(sft_checkpoint, max_steps=4))
+    uis1("train", "rl", "--config", str(whole / "rl.yaml"), "--quiet")
+
+    command = [
+        str(Path(sys.executable).parent / "uis1"),
+        "train",
+        "rl",
+        "--config",
+        str(killed / "rl.yaml"),
+        "--quiet",
+    ]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + 300
+    while not (killed / "run" / "checkpoints" / "step-000002").is_dir():
+        assert process.poll() is None, "the run ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(30)
+    uis1("train", "rl", "--config", str(killed / "rl.yaml"), "--quiet")
+
+    a, b = metrics(whole / "run"), metrics(killed / "run")
+    assert [m["step"] for m in b] == [1, 2, 3, 4]
+    for x, y in zip(a, b, strict=True):
+        assert x["tasks"] == y["tasks"]  # the same trajectories, in the same order
+        assert x["reward"] == pytest.approx(y["reward"])  # and the same samples
+        assert x["pg_loss"] == pytest.approx(y["pg_loss"], abs=1e-6)
