@@ -13,6 +13,7 @@ with an adapter the frozen reference policy is the same weights with the adapter
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from agent.checkpoint import load_model, load_processor, vision_token_ids
 from agent.prompt import PromptSettings, Turn, to_chat_template_input
 
 END_OF_TURN = "<|im_end|>"
+PROCESSOR_FILES = ("*token*", "*processor*config.json", "chat_template.*", "vocab.json", "merges.txt")
 # The language model's projections (PEFT module names of transformers 5: model.language_model.*),
 # so an adapter never touches the vision tower.
 LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
@@ -198,4 +200,9 @@ class PolicyModel:
             model = copy.deepcopy(model).merge_and_unload()
         model.save_pretrained(str(out_dir), safe_serialization=True)
         if not (self.has_adapter and not merged):
-            self.processor.save_pretrained(str(out_dir))
+            # Training never changes the tokenizer or the processor: carry the source checkpoint's
+            # files over as they are, so every loader (vLLM's AutoProcessor included) reads them.
+            for pattern in PROCESSOR_FILES:
+                for path in self.model_dir.glob(pattern):
+                    if path.is_file():
+                        shutil.copy2(path, out_dir / path.name)
