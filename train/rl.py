@@ -24,13 +24,12 @@ from typing import Any
 import torch
 
 from train.advantages import StepSample, group_advantages, keeps_signal
-from train.checkpoints import save_checkpoint
 from train.config import RLConfig
 from train.data import ExpertTrajectory
 from train.evaluate import sop
-from train.learner import Item, save_state
+from train.learner import Item
 from train.rollout import Rollout, RolloutEngine, SemiOnlineRollout, TransformersEngine
-from train.runs import Run, Stream, open_run
+from train.runs import Run, Stream, open_run, save
 from train.tracking import Tracker, progress_bar
 
 log = logging.getLogger(__name__)
@@ -166,7 +165,7 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
                                 "every sample 0, so nothing is learned; train SFT with thoughts or set "
                                 "rollout.reward: code")  # fmt: skip
             if run.step % config.save_every == 0 or run.step == total:
-                _save(config, run, stream, metrics)
+                save(config, run, stream.position, metrics, "semi-online-rl")
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(reward=f"{metrics['reward']:.3f}", match=f"{metrics['match_rate']:.2f}",
@@ -210,13 +209,3 @@ def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engi
 
 def _mean(updates: Sequence[dict[str, float]], key: str) -> float:
     return sum(u[key] for u in updates) / len(updates) if updates else 0.0
-
-
-def _save(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], metrics: dict[str, Any]) -> None:
-    if run.is_main:
-        record = {"config": config.model_dump(mode="json"), "manifest_sha256": run.manifest["sha256"],
-                  "metrics": {k: v for k, v in metrics.items() if k != "tasks"}, "parent": config.parent_version,
-                  "method": "semi-online-rl"}  # fmt: skip
-        save_checkpoint(run.dir, run.step, run.policy, record)
-    position = {"epoch": stream.position.epoch, "index": stream.position.index}
-    save_state(run.dir / "state.pt", run.learner, {"step": run.step, "position": position})

@@ -123,3 +123,19 @@ def load_policy(
         return PolicyModel(model, lora=settings.lora, **common)
     base, adapter = model_and_adapter(checkpoint)
     return PolicyModel(base, adapter_dir=adapter, **common)
+
+
+def save(
+    config: RLConfig | SFTConfig, run: Run, position: Position, metrics: dict[str, Any], method: str
+) -> None:
+    """A checkpoint with its record (main rank), and the state a resume needs (every rank)."""
+    from train.checkpoints import save_checkpoint
+    from train.learner import save_state
+
+    if run.is_main:
+        scalars = {k: v for k, v in metrics.items() if not isinstance(v, list)}
+        record = {"config": config.model_dump(mode="json"), "manifest_sha256": run.manifest["sha256"],
+                  "metrics": scalars, "parent": config.parent_version, "method": method}  # fmt: skip
+        save_checkpoint(run.dir, run.step, run.policy, record)
+    state = {"step": run.step, "position": {"epoch": position.epoch, "index": position.index}}
+    save_state(run.dir / "state.pt", run.learner, state)

@@ -19,12 +19,11 @@ from typing import Any
 from agent.geometry import ScreenGeometry
 from agent.parsing import format_response
 from agent.prompt import build_conversation
-from train.checkpoints import save_checkpoint
 from train.config import SFTConfig
 from train.data import ExpertTrajectory
-from train.learner import Item, save_state
+from train.learner import Item
 from train.rollout import expert_action
-from train.runs import Run, Stream, open_run
+from train.runs import Run, Stream, open_run, save
 from train.tracking import Tracker, progress_bar
 
 
@@ -77,7 +76,7 @@ def train_sft(config: SFTConfig, *, progress: bool = True) -> Path:
             if run.is_main:
                 tracker.log(run.step, metrics)
             if run.step % config.save_every == 0 or run.step == total:
-                _save(config, run, stream, metrics)
+                save(config, run, stream.position, metrics, "sft")
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{update['loss']:.4f}")
@@ -86,13 +85,3 @@ def train_sft(config: SFTConfig, *, progress: bool = True) -> Path:
             bar.close()
         tracker.close()
     return run.dir
-
-
-def _save(config: SFTConfig, run: Run, stream: Stream[Example], metrics: dict[str, Any]) -> None:
-    if run.is_main:
-        record = {"config": config.model_dump(mode="json"), "manifest_sha256": run.manifest["sha256"],
-                  "metrics": {k: v for k, v in metrics.items() if k != "examples"}, "parent": config.parent_version,
-                  "method": "sft"}  # fmt: skip
-        save_checkpoint(run.dir, run.step, run.policy, record)
-    position = {"epoch": stream.position.epoch, "index": stream.position.index}
-    save_state(run.dir / "state.pt", run.learner, {"step": run.step, "position": position})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,19 +46,17 @@ def test_a_task_runs_on_the_real_vllm_server_and_every_step_is_recorded(
 
     task_id = client.post("/v1/tasks", json={"goal": "Turn on Wi-Fi", "max_steps": 2,
                                              "sampling": {"max_tokens": 16}}).json()["id"]  # fmt: skip
-    steps = []
-    with client.stream("GET", f"/v1/tasks/{task_id}/events") as stream:
-        kind = None
-        for line in stream.iter_lines():
-            if line.startswith("event: "):
-                kind = line.removeprefix("event: ")
-            elif line.startswith("data: "):
-                data = json.loads(line.removeprefix("data: "))
-                if kind == "step":
-                    steps.append(data)
-                elif kind == "end":
-                    end = data
-                    break
+    from serve.client import AgentClient
+    from serve.schemas import StepResponse
+
+    steps: list[dict[str, Any]] = []
+    end: dict[str, Any] = {}
+    with AgentClient(service.url, service.agent) as typed:
+        for kind, payload in typed.events(task_id):
+            if isinstance(payload, StepResponse):
+                steps.append(payload.model_dump())
+            elif kind == "end":
+                end = payload
     task = wait_finished(client, task_id)
     assert task["model_version"] in (None, vllm["model"])
     assert steps, "no step was streamed"
