@@ -3,7 +3,7 @@
 A run directory holds ``config.json``, ``manifest.json``, ``metrics.jsonl`` and
 ``checkpoints/step-NNNNNN/``; each checkpoint is a loadable model directory (full weights with the
 processor, or a PEFT adapter) plus ``run.json``: the config, the data manifest's hash, the metrics
-at that step, the base model and the parent version. ``state.pt`` beside the checkpoints holds the
+at that step, the base model and the parent version. ``state.pt`` inside each checkpoint holds the
 optimiser and RNG state for a resume. A checkpoint directory appears only once complete (written
 under a temporary name, then renamed), so a crash never leaves a half-written one behind.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,16 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return run_dir / "checkpoints" / f"step-{step:06d}"
 
 
-def save_checkpoint(run_dir: Path, step: int, policy: PolicyModel, record: dict[str, Any]) -> Path:
+def save_checkpoint(run_dir: Path, step: int, policy: PolicyModel, record: dict[str, Any],
+                    write_state: Callable[[Path], None] | None = None) -> Path:  # fmt: skip
+    """``write_state(dir)`` adds the resume state inside the checkpoint before it appears, so
+    weights and state always belong to the same step, wherever a crash lands."""
     out = checkpoint_dir(run_dir, step)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     policy.save(tmp)
+    if write_state is not None:
+        write_state(tmp)
     kind = "adapter" if policy.has_adapter else "full"
     body = {"step": step, "kind": kind, "base_model": str(policy.model_dir), **record}
     (tmp / RUN_FILE).write_text(json.dumps(body, indent=2, default=str), encoding="utf-8")

@@ -106,8 +106,11 @@ def open_run(config: RLConfig | SFTConfig) -> Run:
     policy = load_policy(config.model, config.learner, prompt, previous)
     learner = make_learner(policy, config.optim, config.learner)
     run = Run(run_dir, train, val, data_manifest, policy, learner, prompt)
-    if previous is not None and (run_dir / "state.pt").is_file():
-        state = load_state(run_dir / "state.pt", learner)
+    rank = world()[0]
+    state_file = None if previous is None else (previous / "state.pt" if rank == 0 else
+                                                run_dir / f"state-rank{rank}-{previous.name}.pt")  # fmt: skip
+    if state_file is not None and state_file.is_file():
+        state = load_state(state_file, learner)
         run.step = int(state["step"])
         run.position = Position(**state["position"])
     return run
@@ -132,10 +135,12 @@ def save(
     from train.checkpoints import save_checkpoint
     from train.learner import save_state
 
+    state = {"step": run.step, "position": {"epoch": position.epoch, "index": position.index}}
     if run.is_main:
         scalars = {k: v for k, v in metrics.items() if not isinstance(v, list)}
         record = {"config": config.model_dump(mode="json"), "manifest_sha256": run.manifest["sha256"],
                   "metrics": scalars, "parent": config.parent_version, "method": method}  # fmt: skip
-        save_checkpoint(run.dir, run.step, run.policy, record)
-    state = {"step": run.step, "position": {"epoch": position.epoch, "index": position.index}}
-    save_state(run.dir / "state.pt", run.learner, state)
+        save_checkpoint(run.dir, run.step, run.policy, record,
+                        lambda where: save_state(where / "state.pt", run.learner, state))  # fmt: skip
+    else:  # other ranks keep their own optimiser shard's state beside the checkpoints
+        save_state(run.dir / f"state-rank{world()[0]}-step-{run.step:06d}.pt", run.learner, state)

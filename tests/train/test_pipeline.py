@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.train.conftest import RESIZE, SIM_DATA, metrics, uis1, write_config
+from tests.train.conftest import RESIZE, SIM_DATA, clean_env, metrics, uis1, write_config
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -148,7 +148,7 @@ def test_a_killed_rl_run_resumes_with_the_same_data_order_and_results(
         "--quiet",
     ]
     process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=clean_env()
     )
     deadline = time.monotonic() + 300
     while not (killed / "run" / "checkpoints" / "step-000002").is_dir():
