@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent.parsing import format_response, parse_response
+from agent.parsing import parse_response
 from agent.prompt import PromptSettings, build_conversation, prepare_image
 from train.data import ExpertTrajectory
 from train.matching import MatchSettings, match
 from train.model import Sampling
-from train.rollout import RolloutEngine, RolloutSettings, SemiOnlineRollout, expert_action
+from train.rollout import RolloutEngine, RolloutSettings, SemiOnlineRollout, expert_response
 
 
 def sop(engine: RolloutEngine, trajectories: Sequence[ExpertTrajectory], *, prompt: PromptSettings,
@@ -70,9 +70,7 @@ def step_metrics(engine: RolloutEngine, trajectories: Sequence[ExpertTrajectory]
                 if step.expert.action in ("click", "long_press") and outcome.type_match:
                     grounding_total += 1
                     grounding_ok += outcome.full_match
-            history.append(
-                format_response(expert_action(step.expert, step.size, resized), step.thought or "")
-            )
+            history.append(expert_response(step, resized, step.thought or ""))
     return {"steps": steps, "type_match": type_ok / max(steps, 1), "step_success": success / max(steps, 1),
             "grounding": grounding_ok / grounding_total if grounding_total else None,
             "parse_failure": parse_failures / max(steps, 1)}  # fmt: skip

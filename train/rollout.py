@@ -28,7 +28,7 @@ from agent.geometry import Size
 from agent.parsing import first_tag, format_response, parse_response
 from agent.prompt import ImagePart, PromptSettings, TextPart, Turn, build_conversation, prepare_image
 from agent.trajectory import ActionLabel
-from train.data import ExpertTrajectory
+from train.data import ExpertStep, ExpertTrajectory
 from train.matching import Expected, MatchSettings, swipe_direction
 from train.model import PolicyModel, Sampling
 from train.rewards import RewardForm, StepReward, score
@@ -153,6 +153,11 @@ def expert_action(label: ActionLabel, original: Size, resized: Size) -> Action:
     return action_from_dict(data)
 
 
+def expert_response(step: ExpertStep, resized: Size, thought: str = "") -> str:
+    """The expert step as the policy would have written it (patches, SFT targets, expert history)."""
+    return format_response(expert_action(step.expert, step.size, resized), thought)
+
+
 class SemiOnlineRollout:
     def __init__(self, engine: RolloutEngine, settings: RolloutSettings | None = None, *,
                  prompt: PromptSettings | None = None, match: MatchSettings | None = None) -> None:  # fmt: skip
@@ -207,12 +212,12 @@ class SemiOnlineRollout:
         self, rollout: Rollout, t: int, turns: list[Turn], image: ImagePart, sampling: Sampling
     ) -> str:
         step = rollout.trajectory.steps[t]
-        action = expert_action(step.expert, step.size, image.geometry.resized)
         mode = self.settings.patch.mode
         if mode == "thought_free":
-            return format_response(action)
+            return expert_response(step, image.geometry.resized)
         if mode == "off_policy_thought":
-            return format_response(action, step.thought or "")
+            return expert_response(step, image.geometry.resized, step.thought or "")
+        action = expert_action(step.expert, step.size, image.geometry.resized)
         shadow = self._thought_prompt(rollout.trajectory.goal, turns, action)
         written = self.engine.generate(shadow, 1, sampling)[0].text
         return format_response(action, (first_tag(written, "think") or "").strip())

@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.geometry import ScreenGeometry
-from agent.parsing import format_response
 from agent.prompt import build_conversation
 from train.config import SFTConfig
 from train.data import ExpertTrajectory
 from train.learner import Item
-from train.rollout import expert_action
+from train.rollout import expert_response
 from train.runs import Run, Stream, open_run, save
 from train.tracking import Tracker, progress_bar
 
@@ -43,8 +42,7 @@ def expert_responses(
     for step in trajectory.steps[: upto + 1]:
         screenshots.append(step.screenshot())
         resized = ScreenGeometry.for_screen(step.size, run.prompt.resize).resized
-        action = expert_action(step.expert, step.size, resized)
-        responses.append(format_response(action, (step.thought or "") if thoughts else ""))
+        responses.append(expert_response(step, resized, (step.thought or "") if thoughts else ""))
     return screenshots, responses
 
 
