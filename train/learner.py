@@ -11,9 +11,10 @@ with gradients accumulated; losses are token-means over the whole mini-batch, su
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,6 +33,11 @@ class Item:
     advantage: float = 0.0
     old_logp: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
+    weight: float = 1.0  # 0 for the padding that keeps ranks in step (it adds no gradient and no tokens)
+
+    @property
+    def tokens(self) -> int:
+        return self.sample.response_len if self.weight else 0
 
 
 def world() -> tuple[int, int]:
@@ -47,6 +53,39 @@ def _global_sum(value: float) -> float:
     tensor = torch.tensor([value], dtype=torch.float64)
     torch.distributed.all_reduce(tensor)
     return float(tensor[0])
+
+
+def _global_max(values: Sequence[int]) -> list[int]:
+    if world()[1] == 1:
+        return list(values)
+    tensor = torch.tensor(list(values), dtype=torch.int64)
+    torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX)
+    return [int(v) for v in tensor]
+
+
+def mini_batches(items: Sequence[Item], count: int, filler: Item | None = None) -> list[list[Item]]:
+    """``count`` mini-batches of this rank's items, each padded to the longest that any rank has.
+
+    Every rank must run the same number of optimiser steps and micro-batches, or the gradient
+    collectives of one rank wait forever for another's; ranks draw different numbers of samples
+    (rollouts end early, dynamic sampling drops groups). Padding repeats a real sample with weight
+    0. A mini-batch that is empty on every rank is left out everywhere. ``filler`` pads a rank that
+    has no items of its own (all its groups dropped).
+    """
+    per = max(1, math.ceil(len(items) / count)) if items else 0
+    chunks = [list(items[i * per : (i + 1) * per]) for i in range(count)]
+    sizes = _global_max([len(c) for c in chunks])
+    pad = items[0] if items else filler
+    batches = []
+    for chunk, size in zip(chunks, sizes, strict=True):
+        if not size:
+            continue
+        if len(chunk) < size:
+            if pad is None:
+                raise RuntimeError("this rank has no sample to pad its mini-batches with")
+            chunk += [replace(pad, weight=0.0) for _ in range(size - len(chunk))]
+        batches.append(chunk)
+    return batches
 
 
 class Learner(Protocol):
@@ -75,7 +114,7 @@ class _Updates:
         self, items: Sequence[Item], settings: LossSettings, *, entropy: bool = False
     ) -> dict[str, float]:
         self.policy.model.train()
-        total = int(_global_sum(float(sum(i.sample.response_len for i in items))))
+        total = int(_global_sum(float(sum(i.tokens for i in items))))
         sums = {"pg_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio": 0.0, "entropy": 0.0}
         for k, item in enumerate(items):
             logp, ent = self.policy.logprobs(item.sample, entropy=entropy)
@@ -83,7 +122,9 @@ class _Updates:
             adv = torch.full_like(logp, item.advantage)
             parts = policy_loss(logp[None], old[None], adv[None], torch.ones_like(logp)[None], total_tokens=total,
                                 ref_logp=None if item.ref_logp is None else item.ref_logp[None], settings=settings)  # fmt: skip
-            self._backward(parts.loss, k == len(items) - 1)
+            self._backward(parts.loss * item.weight, k == len(items) - 1)
+            if not item.weight:
+                continue
             n = parts.tokens
             sums["pg_loss"] += parts.pg_loss
             sums["kl"] += parts.kl
@@ -92,25 +133,25 @@ class _Updates:
             if ent is not None:
                 sums["entropy"] += float(ent.sum())
         grad_norm = self._step()
-        tokens = max(sum(i.sample.response_len for i in items), 1)
+        tokens = max(sum(i.tokens for i in items), 1)
         return {"pg_loss": sums["pg_loss"], "kl": sums["kl"], "clip_fraction": sums["clip_fraction"] / tokens,
                 "ratio": sums["ratio"] / tokens, "entropy": sums["entropy"] / tokens, "grad_norm": grad_norm,
-                "tokens": float(tokens)}  # fmt: skip
+                "tokens": float(sum(i.tokens for i in items))}  # fmt: skip
 
     def sft_update(self, items: Sequence[Item]) -> dict[str, float]:
         self.policy.model.train()
-        total = int(_global_sum(float(sum(i.sample.response_len for i in items))))
+        total = int(_global_sum(float(sum(i.tokens for i in items))))
         loss_sum = 0.0
         for k, item in enumerate(items):
             logp, _ = self.policy.logprobs(item.sample)
-            loss = sft_loss(logp[None], torch.ones_like(logp)[None], total_tokens=total)
+            loss = sft_loss(logp[None], torch.ones_like(logp)[None], total_tokens=total) * item.weight
             self._backward(loss, k == len(items) - 1)
             loss_sum += float(loss.detach())
         grad_norm = self._step()
         return {
             "loss": loss_sum,
             "grad_norm": grad_norm,
-            "tokens": float(sum(i.sample.response_len for i in items)),
+            "tokens": float(sum(i.tokens for i in items)),
         }
 
 

@@ -27,7 +27,7 @@ from train.advantages import StepSample, group_advantages, keeps_signal
 from train.config import RLConfig
 from train.data import ExpertTrajectory
 from train.evaluate import sop
-from train.learner import Item
+from train.learner import Item, mini_batches
 from train.rollout import Rollout, RolloutEngine, SemiOnlineRollout, TransformersEngine
 from train.runs import Run, Stream, open_run, save
 from train.tracking import Tracker, progress_bar
@@ -53,11 +53,14 @@ def make_engine(config: RLConfig, run: Run) -> RolloutEngine:
     return SeededEngine(run.policy, seed=config.seed)
 
 
+Group = tuple[ExpertTrajectory, list[Rollout]]
+
+
 def _draw(config: RLConfig, roller: SemiOnlineRollout, stream: Stream[ExpertTrajectory]
-          ) -> tuple[list[tuple[ExpertTrajectory, list[Rollout]]], int, list[str]]:  # fmt: skip
+          ) -> tuple[list[Group], list[Group], list[str]]:  # fmt: skip
     """Groups for one step: (kept groups, groups dropped by dynamic sampling, ids drawn)."""
-    kept: list[tuple[ExpertTrajectory, list[Rollout]]] = []
-    dropped = 0
+    kept: list[Group] = []
+    dropped: list[Group] = []
     drawn: list[str] = []
     budget = config.tasks_per_step + (
         config.dynamic_sampling.max_extra_draws if config.dynamic_sampling.enabled else 0
@@ -69,7 +72,7 @@ def _draw(config: RLConfig, roller: SemiOnlineRollout, stream: Stream[ExpertTraj
         if config.dynamic_sampling.enabled and not keeps_signal(
             _samples(rollouts), config.dynamic_sampling.eta, config.advantage
         ):
-            dropped += 1
+            dropped.append((trajectory, rollouts))
             continue
         kept.append((trajectory, rollouts))
     return kept, dropped, drawn
@@ -79,9 +82,7 @@ def _samples(rollouts: Sequence[Rollout]) -> list[list[StepSample]]:
     return [[StepSample(s.reward.reward, s.matched) for s in r.steps] for r in rollouts]
 
 
-def _items(
-    config: RLConfig, run: Run, groups: Sequence[tuple[ExpertTrajectory, list[Rollout]]]
-) -> list[Item]:
+def _items(config: RLConfig, run: Run, groups: Sequence[Group]) -> list[Item]:
     items = []
     for _, rollouts in groups:
         advantages = group_advantages(_samples(rollouts), config.advantage)
@@ -97,18 +98,23 @@ def _items(
 
 
 @torch.no_grad()
-def _old_and_reference(config: RLConfig, run: Run, items: Sequence[Item], reference: Any) -> None:
+def _old_and_reference(config: RLConfig, run: Run, items: Sequence[Item], reference: Any) -> float:
+    """Fills in the log-probs under the sampling weights and the reference; returns the seconds the
+    old log-probs took (the rest is the reference's)."""
     run.policy.model.eval()
+    start = time.perf_counter()
     for item in items:
         item.old_logp = run.policy.logprobs(item.sample)[0]
+    old_s = time.perf_counter() - start
     if not config.loss.kl_beta:
-        return
+        return old_s
     for item in items:
         if reference is None:  # an adapter: the base weights with the adapter off
             with run.policy.reference():
                 item.ref_logp = run.policy.logprobs(item.sample)[0]
         else:
             item.ref_logp = reference.logprobs(item.sample)[0]
+    return old_s
 
 
 def _reference(config: RLConfig, run: Run) -> Any:
@@ -124,7 +130,7 @@ def _reference(config: RLConfig, run: Run) -> Any:
     return reference
 
 
-def _rollout_metrics(groups: Sequence[tuple[ExpertTrajectory, list[Rollout]]]) -> dict[str, float]:
+def _rollout_metrics(groups: Sequence[Group]) -> dict[str, float]:
     records = [s for _, rollouts in groups for r in rollouts for s in r.steps]
     if not records:
         return {"reward": 0.0, "match_rate": 0.0, "patch_rate": 0.0, "format_rate": 0.0, "rollout_steps": 0.0}
@@ -187,21 +193,21 @@ def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engi
     groups, dropped, drawn = _draw(config, roller, stream)
     t1 = time.perf_counter()
     items = _items(config, run, groups)
-    _old_and_reference(config, run, items, reference)
+    filler = _items(config, run, dropped[-1:])[:1] if not items else []
+    old_s = _old_and_reference(config, run, [*items, *filler], reference)
     t2 = time.perf_counter()
     random.Random(f"{config.seed}:{run.step}:shuffle").shuffle(items)
-    per_batch = max(1, math.ceil(len(items) / config.mini_batches))
-    updates = [run.learner.ppo_update(items[i : i + per_batch], config.loss, entropy=config.log_entropy)
-               for i in range(0, len(items), per_batch)]  # fmt: skip
+    batches = mini_batches(items, config.mini_batches, filler[0] if filler else None)
+    updates = [run.learner.ppo_update(batch, config.loss, entropy=config.log_entropy) for batch in batches]
     t3 = time.perf_counter()
     tokens = sum(u["tokens"] for u in updates)
     metrics: dict[str, Any] = {
         **_rollout_metrics(groups),
-        "groups": len(groups), "groups_dropped": dropped, "samples": len(items),
+        "groups": len(groups), "groups_dropped": len(dropped), "samples": len(items),
         "kl": _mean(updates, "kl"), "pg_loss": _mean(updates, "pg_loss"),
         "clip_fraction": _mean(updates, "clip_fraction"), "entropy": _mean(updates, "entropy"),
         "grad_norm": _mean(updates, "grad_norm"), "tokens": tokens,
-        "rollout_s": t1 - t0, "logprob_s": t2 - t1, "update_s": t3 - t2,
+        "rollout_s": t1 - t0, "old_logprob_s": old_s, "ref_logprob_s": t2 - t1 - old_s, "update_s": t3 - t2,
         "tokens_per_s": tokens / (t3 - t2) if t3 > t2 else 0.0, "tasks": drawn,
     }  # fmt: skip
     return metrics

@@ -66,7 +66,7 @@ def test_sft_then_semi_online_rl_then_sop_from_the_command_line(sft_run: Path, s
     steps = metrics(run)
     assert [m["step"] for m in steps] == [1, 2, 3]
     for key in ("reward", "match_rate", "patch_rate", "kl", "clip_fraction", "entropy", "tokens_per_s",
-                "rollout_s", "logprob_s", "update_s"):  # fmt: skip
+                "rollout_s", "old_logprob_s", "ref_logprob_s", "update_s"):  # fmt: skip
         assert key in steps[0], key
     assert any(m["reward"] > 0.1 for m in steps)  # the SFT policy matches some expert steps
     assert steps[-1]["kl"] > 0  # and moved away from its reference

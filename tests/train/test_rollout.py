@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -125,3 +126,38 @@ def test_an_expert_swipe_given_as_a_scroll_direction_is_injected_as_matching_fin
     action = expert_action(label, SCREEN, RESIZED)
     assert swipe_direction(action.coordinate, action.coordinate2) == "up"  # type: ignore[union-attr]
     assert Expected(label, SCREEN).finger_direction() == "up"
+
+
+def test_off_policy_thought_patches_on_the_real_thought_file(interchange_dir: Path) -> None:
+    """The released file of pre-generated thoughts: every patched step carries its own thought and
+    the expert's action in the screenshot's resized pixels; what the policy wrote stays the target."""
+    from train.data import InterchangeSource, load_interchange
+
+    (trajectory,) = load_interchange(
+        InterchangeSource(path=interchange_dir / "thought.jsonl", stand_in_size=(1080, 2400))
+    )
+    assert len(trajectory.steps) == 11
+    assert all(s.thought for s in trajectory.steps)
+
+    back = format_response(
+        expert_action(ActionLabel(action="system_button", button="Back"), SCREEN, RESIZED), ""
+    )
+
+    class AlwaysWrong:  # the file has no Back press: every step mismatches
+        def generate(self, turns: Sequence[Turn], n: int, sampling: Sampling) -> list[Generated]:
+            return [Generated(back)] * n
+
+    settings = RolloutSettings(n=1, patch=PatchSettings(mode="off_policy_thought", threshold=-1))
+    (rollout,) = SemiOnlineRollout(AlwaysWrong(), settings, prompt=PROMPT).run(trajectory)
+    assert rollout.patches == len(trajectory.steps)
+    assert all(s.patched for s in rollout.steps)
+    for step, patched, record in zip(trajectory.steps, rollout.history, rollout.steps, strict=True):
+        assert patched == format_response(expert_action(step.expert, step.size, RESIZED), step.thought or "")
+        assert step.thought
+        assert step.thought.strip() in patched
+        assert record.response.text == back  # the sample keeps its own text (and reward) as target
+        assert not record.matched
+    # The last prompt shows every earlier patch, in order, as the assistant's history.
+    last_prompt = rollout.steps[-1].turns
+    shown = [p.text for t in last_prompt if t.role == "assistant" for p in t.parts if isinstance(p, TextPart)]
+    assert shown == rollout.history[:-1]
