@@ -180,6 +180,8 @@ class EpisodeRunner:
                 model_version=result.model_version,
                 timings=StepTimings(policy_s=result.latency_s, device_s=device_s),
                 started_at=started,
+                # An all-black frame (screen off, or an app that forbids capture): never training data.
+                extra={"black_frame": capture.note or "black"} if capture.black else {},
             )
             if result.parsed.action is None:
                 parse_errors += 1

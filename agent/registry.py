@@ -1,15 +1,21 @@
-"""The model registry: immutable model versions and movable aliases, in the trajectory database.
+"""The model registry: immutable model versions, their lineage and history, and movable aliases.
 
-A version is a checkpoint, or a base plus an adapter, under the name vLLM serves it by
-(``served_name``). Aliases (``default``, ``candidate``...) point at versions; moving an alias
-remembers where it pointed before, so a rollback is one step. The service routes each new task
-to the version its request names, or to the ``default`` alias.
+A version is a full checkpoint, or a base plus an adapter, under the name vLLM serves it by
+(``served_name``), optionally on an engine of its own (``endpoint``, for blue/green). Its weights
+and lineage never change; evaluation results are added to its ``info`` as they are measured.
+
+States: ``candidate`` (registered, not serving clients), ``promoted`` (the ``default`` alias points
+at it), ``retired`` (was promoted, replaced by a newer one; a rollback target), ``rejected`` (failed
+the gate or a canary, or rolled back; promoting it again needs ``force``). Aliases: ``default``
+(what new tasks get) and ``canary``; moving one remembers where it pointed, so a rollback is one
+step. Every change is an event with its actor (an API key, ``scheduler``, ``cli:USER``) and detail.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,9 +30,13 @@ versions = sa.Table(
     sa.Column("served_name", sa.String(256), nullable=False),
     sa.Column("base", sa.String(1024)),
     sa.Column("adapter", sa.String(1024)),
-    sa.Column("state", sa.String(32), nullable=False),  # registered, candidate, active, retired, rejected
+    sa.Column("state", sa.String(32), nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("info", sa.JSON, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False, server_default="full"),
+    sa.Column("parent", sa.String(256)),
+    sa.Column("endpoint", sa.String(1024)),
+    sa.Column("updated_at", sa.DateTime(timezone=True)),
 )
 aliases = sa.Table(
     "model_aliases",
@@ -36,8 +46,32 @@ aliases = sa.Table(
     sa.Column("previous", sa.String(256), sa.ForeignKey("model_versions.name")),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
 )
+events = sa.Table(
+    "model_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("version", sa.String(256), nullable=False, index=True),
+    sa.Column("event", sa.String(32), nullable=False),
+    sa.Column("actor", sa.String(256), nullable=False),
+    sa.Column("at", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.Column("detail", sa.JSON, nullable=False),
+)
 
 DEFAULT_ALIAS = "default"
+CANARY_ALIAS = "canary"
+
+
+class State(StrEnum):
+    CANDIDATE = "candidate"
+    PROMOTED = "promoted"
+    RETIRED = "retired"
+    REJECTED = "rejected"
+
+
+class Kind(StrEnum):
+    BASE = "base"  # a model as published (e.g. UI-S1-7B), registered by hand
+    FULL = "full"  # a full fine-tuned checkpoint
+    ADAPTER = "adapter"  # a LoRA adapter over ``base``
 
 
 @dataclass(frozen=True)
@@ -49,6 +83,25 @@ class ModelVersion:
     state: str
     created_at: datetime
     info: dict[str, Any]
+    kind: str = Kind.FULL.value
+    parent: str | None = None
+    endpoint: str | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def weights(self) -> str | None:
+        """The directory vLLM loads: the adapter for an adapter, else the checkpoint."""
+        return self.adapter if self.kind == Kind.ADAPTER else self.base
+
+
+@dataclass(frozen=True)
+class ModelEvent:
+    id: int
+    version: str
+    event: str
+    actor: str
+    at: datetime
+    detail: dict[str, Any] = field(default_factory=dict)
 
 
 class RegistryError(LookupError):
@@ -59,29 +112,67 @@ class ModelRegistry:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
 
+    # -- versions -----------------------------------------------------------------------------------
     def register(self, name: str, *, served_name: str | None = None, base: str | None = None,
-                 adapter: str | None = None, state: str = "registered", info: dict[str, Any] | None = None) -> ModelVersion:  # fmt: skip
-        version = ModelVersion(name, served_name or name, base, adapter, state, utcnow(), info or {})
+                 adapter: str | None = None, kind: str | None = None, parent: str | None = None,
+                 endpoint: str | None = None, state: str = State.CANDIDATE, info: dict[str, Any] | None = None,
+                 actor: str = "system") -> ModelVersion:  # fmt: skip
+        kind = Kind(kind or (Kind.ADAPTER if adapter else Kind.FULL)).value
+        if kind == Kind.ADAPTER and not (adapter and base):
+            raise RegistryError("an adapter version needs both its base and its adapter")
+        now = utcnow()
+        version = ModelVersion(name, served_name or name, base, adapter, State(state).value, now, info or {},
+                               kind, parent, endpoint, now)  # fmt: skip
         with self.engine.begin() as conn:
             if conn.execute(sa.select(versions.c.name).where(versions.c.name == name)).first():
                 raise RegistryError(f"model version {name!r} exists; versions are immutable")
+            if (
+                parent is not None
+                and not conn.execute(sa.select(versions.c.name).where(versions.c.name == parent)).first()
+            ):
+                raise RegistryError(f"parent version {parent!r} is not registered")
             conn.execute(sa.insert(versions).values(**version.__dict__))
+            self._event(conn, name, "registered", actor, {"kind": kind, "parent": parent})
         return version
 
-    def versions(self) -> list[ModelVersion]:
+    def versions(self, state: str | None = None) -> list[ModelVersion]:
+        stmt = sa.select(versions).order_by(versions.c.created_at, versions.c.name)
+        if state is not None:
+            stmt = stmt.where(versions.c.state == state)
         with self.engine.connect() as conn:
-            return [
-                ModelVersion(**r._mapping)
-                for r in conn.execute(sa.select(versions).order_by(versions.c.created_at))
-            ]
+            return [ModelVersion(**r._mapping) for r in conn.execute(stmt)]
 
     def get(self, name: str) -> ModelVersion:
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(versions).where(versions.c.name == name)).first()
+            return self._get(conn, name)
+
+    @staticmethod
+    def _get(conn: sa.Connection, name: str) -> ModelVersion:
+        row = conn.execute(sa.select(versions).where(versions.c.name == name)).first()
         if row is None:
             raise RegistryError(f"no model version {name!r}")
         return ModelVersion(**row._mapping)
 
+    def annotate(self, name: str, key: str, value: Any, *, actor: str = "system") -> ModelVersion:
+        """Add a measured fact to the version's ``info`` (evaluations, canary results, the gate)."""
+        with self.engine.begin() as conn:
+            version = self._get(conn, name)
+            info = {**version.info, key: value}
+            conn.execute(
+                sa.update(versions).where(versions.c.name == name).values(info=info, updated_at=utcnow())
+            )
+            self._event(conn, name, f"annotated:{key}"[:32], actor, {})
+            return self._get(conn, name)
+
+    def set_endpoint(self, name: str, endpoint: str | None, *, actor: str = "system") -> None:
+        """Where the version is served (a blue/green engine's URL; None: the shared policy server)."""
+        with self.engine.begin() as conn:
+            self._get(conn, name)
+            conn.execute(sa.update(versions).where(versions.c.name == name)
+                         .values(endpoint=endpoint, updated_at=utcnow()))  # fmt: skip
+            self._event(conn, name, "endpoint", actor, {"endpoint": endpoint})
+
+    # -- aliases ------------------------------------------------------------------------------------
     def aliases(self) -> dict[str, str]:
         with self.engine.connect() as conn:
             return {r.alias: r.version for r in conn.execute(sa.select(aliases))}
@@ -97,26 +188,103 @@ class ModelRegistry:
             return None
         return self.get(name)
 
-    def set_alias(self, alias: str, version: str) -> None:
-        self.get(version)
-        with self.engine.begin() as conn:
-            current = conn.execute(sa.select(aliases.c.version).where(aliases.c.alias == alias)).first()
-            if current is None:
-                conn.execute(
-                    sa.insert(aliases).values(
-                        alias=alias, version=version, previous=None, updated_at=utcnow()
-                    )
-                )
-            elif current.version != version:
-                conn.execute(sa.update(aliases).where(aliases.c.alias == alias)
-                             .values(version=version, previous=current.version, updated_at=utcnow()))  # fmt: skip
+    def promoted(self) -> ModelVersion | None:
+        return self.resolve(None)
 
-    def rollback(self, alias: str = DEFAULT_ALIAS) -> str:
-        """Point the alias back where it was before its last move; return that version."""
+    def set_alias(self, alias: str, version: str, *, actor: str = "system") -> str | None:
+        """Point ``alias`` at ``version`` (no state change); returns where it pointed before."""
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(aliases).where(aliases.c.alias == alias)).first()
+            self._get(conn, version)
+            return self._move(conn, alias, version, actor)
+
+    def _move(self, conn: sa.Connection, alias: str, version: str, actor: str) -> str | None:
+        current = conn.execute(sa.select(aliases).where(aliases.c.alias == alias).with_for_update()).first()
+        if current is None:
+            conn.execute(
+                sa.insert(aliases).values(alias=alias, version=version, previous=None, updated_at=utcnow())
+            )
+        elif current.version != version:
+            conn.execute(sa.update(aliases).where(aliases.c.alias == alias)
+                         .values(version=version, previous=current.version, updated_at=utcnow()))  # fmt: skip
+        else:
+            return str(current.previous) if current.previous else None
+        self._event(
+            conn, version, f"alias:{alias}"[:32], actor, {"previous": current.version if current else None}
+        )
+        return str(current.version) if current is not None else None
+
+    # -- state changes ------------------------------------------------------------------------------
+    def promote(self, name: str, *, actor: str, alias: str = DEFAULT_ALIAS, force: bool = False,
+                detail: dict[str, Any] | None = None) -> str | None:  # fmt: skip
+        """Point ``alias`` at ``name``; for ``default`` the version becomes promoted and the one it
+        replaces retired. Returns the version the alias pointed at before."""
+        with self.engine.begin() as conn:
+            version = self._get(conn, name)
+            if version.state == State.REJECTED and not force:
+                raise RegistryError(
+                    f"{name} was rejected ({self._last_reason(conn, name)}); promote with force"
+                )
+            previous = self._move(conn, alias, name, actor)
+            if alias == DEFAULT_ALIAS:
+                self._state(
+                    conn, name, State.PROMOTED, "promoted", actor, {**(detail or {}), "previous": previous}
+                )
+                if previous and previous != name:
+                    self._state(conn, previous, State.RETIRED, "retired", actor, {"replaced_by": name})
+            return previous
+
+    def reject(self, name: str, *, actor: str, detail: dict[str, Any] | None = None) -> None:
+        with self.engine.begin() as conn:
+            self._get(conn, name)
+            serving = conn.execute(sa.select(aliases.c.alias).where(
+                aliases.c.version == name, aliases.c.alias == DEFAULT_ALIAS)).first()  # fmt: skip
+            if serving is not None:
+                raise RegistryError(f"{name} is the default version: roll it back instead")
+            self._state(conn, name, State.REJECTED, "rejected", actor, detail or {})
+
+    def rollback(self, alias: str = DEFAULT_ALIAS, *, actor: str = "system",
+                 detail: dict[str, Any] | None = None) -> str:  # fmt: skip
+        """Point the alias back where it was before its last move; return that version. For
+        ``default``, the version rolled back from is rejected and the restored one promoted."""
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(aliases).where(aliases.c.alias == alias).with_for_update()).first()
             if row is None or row.previous is None:
                 raise RegistryError(f"alias {alias!r} has nothing to roll back to")
             conn.execute(sa.update(aliases).where(aliases.c.alias == alias)
                          .values(version=row.previous, previous=row.version, updated_at=utcnow()))  # fmt: skip
+            if alias == DEFAULT_ALIAS:
+                self._state(conn, row.version, State.REJECTED, "rolled_back", actor,
+                            {**(detail or {}), "restored": row.previous})  # fmt: skip
+                self._state(
+                    conn, row.previous, State.PROMOTED, "restored", actor, {"rolled_back": row.version}
+                )
             return str(row.previous)
+
+    def _state(self, conn: sa.Connection, name: str, state: State, event: str, actor: str,
+               detail: dict[str, Any]) -> None:  # fmt: skip
+        conn.execute(
+            sa.update(versions).where(versions.c.name == name).values(state=state.value, updated_at=utcnow())
+        )
+        self._event(conn, name, event, actor, detail)
+
+    # -- history ------------------------------------------------------------------------------------
+    @staticmethod
+    def _event(conn: sa.Connection, version: str, event: str, actor: str, detail: dict[str, Any]) -> None:
+        conn.execute(sa.insert(events).values(version=version, event=event, actor=actor[:256], at=utcnow(),
+                                              detail=detail))  # fmt: skip
+
+    @staticmethod
+    def _last_reason(conn: sa.Connection, name: str) -> str:
+        row = conn.execute(sa.select(events.c.event, events.c.detail).where(events.c.version == name)
+                           .order_by(events.c.id.desc()).limit(1)).first()  # fmt: skip
+        if row is None:
+            return "no reason recorded"
+        reason = (row.detail or {}).get("reason")
+        return f"{row.event}: {reason}" if reason else str(row.event)
+
+    def events(self, version: str | None = None, limit: int = 100) -> list[ModelEvent]:
+        stmt = sa.select(events).order_by(events.c.id.desc()).limit(limit)
+        if version is not None:
+            stmt = stmt.where(events.c.version == version)
+        with self.engine.connect() as conn:
+            return [ModelEvent(**r._mapping) for r in conn.execute(stmt)]

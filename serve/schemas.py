@@ -98,6 +98,9 @@ class TrajectoryResponse(BaseModel):
 
 class FeedbackRequest(BaseModel):
     outcome: Literal["success", "failure", "partial"]
+    source: Literal["client", "checker"] = Field(
+        "client", description="Who judged: a person (client), or a program that checked the device's state."
+    )
     comment: str | None = Field(None, max_length=2000)
     expected_answer: str | None = Field(
         None, max_length=2000, description="Checked against the episode's answer."

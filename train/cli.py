@@ -96,3 +96,40 @@ def show(checkpoint: Annotated[Path, typer.Argument(exists=True, file_okay=False
     from train.checkpoints import read_record
 
     typer.echo(json.dumps(read_record(checkpoint), indent=2))
+
+
+retrain_app = typer.Typer(help="Curate new traffic, retrain from the promoted version, register a candidate.",
+                          add_completion=False)  # fmt: skip
+
+
+@retrain_app.command("retrain")
+def retrain(
+    config: ConfigOption,
+    job_id: Annotated[
+        str | None, typer.Option("--job-id", help="Run this queued job (the scheduler's).")
+    ] = None,
+    trigger: Annotated[str, typer.Option(help="What started the job, for its record.")] = "cli",
+    quiet: QuietOption = False,
+) -> None:
+    """One retraining job: curate, skip when there is too little new data, train, evaluate, register.
+
+    Exit status: 0 done (a candidate registered) or skipped (the reason is printed), 1 failed.
+    """
+    import logging
+
+    from pydantic import ValidationError
+
+    from train.retrain import load_retrain_config
+    from train.retrain import retrain as run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_retrain_config(config)
+    except (ValidationError, ValueError) as exc:
+        typer.echo(f"{config}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    job = run(settings, job_id=job_id, trigger=trigger, progress=not quiet)
+    typer.echo(json.dumps({"job": job.id, "status": job.status, "reason": job.reason,
+                           "candidate": job.detail.get("candidate")}))  # fmt: skip
+    if job.status == "failed":
+        raise typer.Exit(1)

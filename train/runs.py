@@ -123,6 +123,9 @@ def load_policy(
     common: dict[str, Any] = {"prompt": prompt, "gradient_checkpointing": settings.gradient_checkpointing,
                               "device": device, "dtype": settings.dtype}  # fmt: skip
     if checkpoint is None:
+        base, adapter = model_and_adapter(model)
+        if adapter is not None:  # starting from an adapter checkpoint: train that adapter further
+            return PolicyModel(base, adapter_dir=adapter, **common)
         return PolicyModel(model, lora=settings.lora, **common)
     base, adapter = model_and_adapter(checkpoint)
     return PolicyModel(base, adapter_dir=adapter, **common)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from alembic import context
 
-import agent.registry  # noqa: F401 - its tables join the metadata
+# Imported so that their tables join the metadata.
+import agent.jobs
+import agent.registry  # noqa: F401
 from agent.store import metadata
 
 connection = context.config.attributes["connection"]

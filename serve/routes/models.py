@@ -1,18 +1,21 @@
-"""``/v1/models``: model versions and aliases; registering, swapping and rolling back need admin.
+"""``/v1/models``: model versions, aliases and history; registering, promoting and rolling back
+need an admin key.
 
-Swapping moves the ``default`` alias (new tasks go to that version); loading the weights into
-vLLM is the hot-swap controller's work and comes with it.
+Promoting moves the ``default`` alias (new tasks go to that version, running ones stay on theirs),
+marks the version promoted and the one it replaces retired; a rollback moves the alias back and
+marks the rolled-back version rejected. Each change is recorded with the key that made it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, status
 from pydantic import BaseModel, Field
 
-from agent.registry import DEFAULT_ALIAS, RegistryError
+from agent.registry import DEFAULT_ALIAS, ModelEvent, ModelVersion, RegistryError
 from serve.deps import AdminKey, AgentKey, StateDep
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -23,10 +26,25 @@ NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}$"
 class VersionResponse(BaseModel):
     name: str
     served_name: str
+    kind: str
     base: str | None
     adapter: str | None
+    parent: str | None
     state: str
     created_at: datetime
+    info: dict[str, Any] = Field(description="Training config, data manifest, evaluations, gate decision.")
+
+
+class EventResponse(BaseModel):
+    version: str
+    event: str
+    actor: str
+    at: datetime
+    detail: dict[str, Any]
+
+
+class VersionDetail(VersionResponse):
+    events: list[EventResponse]
 
 
 class ModelsResponse(BaseModel):
@@ -42,20 +60,29 @@ class RegisterRequest(BaseModel):
     )
     base: str | None = Field(None, max_length=1024)
     adapter: str | None = Field(None, max_length=1024)
+    kind: Literal["base", "full", "adapter"] | None = None
+    parent: str | None = Field(None, pattern=NAME)
 
 
-class SwapRequest(BaseModel):
+class PromoteRequest(BaseModel):
     version: str = Field(pattern=NAME)
     alias: str = Field(DEFAULT_ALIAS, pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+    force: bool = Field(False, description="Promote a rejected version anyway.")
+    reason: str | None = Field(None, max_length=500)
 
 
 class RollbackRequest(BaseModel):
     alias: str = Field(DEFAULT_ALIAS, pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+    reason: str | None = Field(None, max_length=500)
 
 
-def _version(v) -> VersionResponse:  # type: ignore[no-untyped-def]
-    return VersionResponse(name=v.name, served_name=v.served_name, base=v.base, adapter=v.adapter, state=v.state,
-                           created_at=v.created_at)  # fmt: skip
+def _version(v: ModelVersion) -> VersionResponse:
+    return VersionResponse(name=v.name, served_name=v.served_name, kind=v.kind, base=v.base, adapter=v.adapter,
+                           parent=v.parent, state=v.state, created_at=v.created_at, info=v.info)  # fmt: skip
+
+
+def _event(e: ModelEvent) -> EventResponse:
+    return EventResponse(version=e.version, event=e.event, actor=e.actor, at=e.at, detail=e.detail)
 
 
 @router.get("", response_model=ModelsResponse)
@@ -71,25 +98,43 @@ async def list_models(state: StateDep, key: AgentKey) -> ModelsResponse:
 async def register_model(body: RegisterRequest, state: StateDep, key: AdminKey) -> VersionResponse:
     try:
         version = await asyncio.to_thread(state.registry.register, body.name, served_name=body.served_name,
-                                          base=body.base, adapter=body.adapter)  # fmt: skip
+                                          base=body.base, adapter=body.adapter, kind=body.kind, parent=body.parent,
+                                          actor=f"key:{key.id}")  # fmt: skip
     except RegistryError as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return _version(version)
 
 
-@router.post("/swap", response_model=ModelsResponse)
-async def swap(body: SwapRequest, state: StateDep, key: AdminKey) -> ModelsResponse:
+@router.get("/{name:path}", response_model=VersionDetail)
+async def get_model(name: str, state: StateDep, key: AgentKey) -> VersionDetail:
     try:
-        await asyncio.to_thread(state.registry.set_alias, body.alias, body.version)
+        version = await asyncio.to_thread(state.registry.get, name)
     except RegistryError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    history = await asyncio.to_thread(state.registry.events, name)
+    return VersionDetail(**_version(version).model_dump(), events=[_event(e) for e in history])
+
+
+@router.post("/promote", response_model=ModelsResponse)
+async def promote(body: PromoteRequest, state: StateDep, key: AdminKey) -> ModelsResponse:
+    detail = {"reason": body.reason} if body.reason else {}
+    try:
+        await asyncio.to_thread(state.registry.get, body.version)
+    except RegistryError as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    try:
+        await asyncio.to_thread(state.registry.promote, body.version, actor=f"key:{key.id}", alias=body.alias,
+                                force=body.force, detail=detail)  # fmt: skip
+    except RegistryError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return await list_models(state, key)
 
 
 @router.post("/rollback", response_model=ModelsResponse)
 async def rollback(body: RollbackRequest, state: StateDep, key: AdminKey) -> ModelsResponse:
+    detail = {"reason": body.reason} if body.reason else {}
     try:
-        await asyncio.to_thread(state.registry.rollback, body.alias)
+        await asyncio.to_thread(state.registry.rollback, body.alias, actor=f"key:{key.id}", detail=detail)
     except RegistryError as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return await list_models(state, key)

@@ -148,7 +148,7 @@ async def give_feedback(
     episode = await _episode(state, task_id)
     if not episode.status.finished:
         raise HTTPException(status.HTTP_409_CONFLICT, "feedback is for finished tasks")
-    labels = {**episode.labels, "feedback": body.outcome, "feedback_by": key.id}
+    labels = {**episode.labels, "feedback": body.outcome, "feedback_by": key.id, "label_source": body.source}
     if body.comment:
         labels["feedback_comment"] = body.comment[:256]
     matches = None

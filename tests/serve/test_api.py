@@ -27,7 +27,7 @@ def wait_finished(client: httpx.Client, task_id: str, timeout: float = 60) -> di
 OPEN = {("GET", "/healthz"), ("GET", "/readyz")}
 SIGN_IN = ("POST", "/v1/session")  # takes the key in its body
 ADMIN = {("POST", "/v1/devices/connect"), ("POST", "/v1/devices/{serial}/release"), ("POST", "/v1/models"),
-         ("POST", "/v1/models/swap"), ("POST", "/v1/models/rollback")}  # fmt: skip
+         ("POST", "/v1/models/promote"), ("POST", "/v1/models/rollback")}  # fmt: skip
 
 
 def _routes(service) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
@@ -214,16 +214,17 @@ def test_takeover_records_the_supplied_step_as_expert(make_service) -> None:  # 
     assert all(s["screenshot"].startswith("/v1/screenshots/") for s in record["steps"])
 
 
-def test_models_swap_routes_new_tasks_and_rollback_restores(make_service) -> None:  # type: ignore[no-untyped-def]
+def test_models_promote_routes_new_tasks_and_rollback_restores(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service(ScriptedPolicy(steps=1))
     admin, agent = service.client(service.admin), service.client(service.agent)
     assert agent.post("/v1/models", json={"name": "v1"}).status_code == 403
     assert admin.post("/v1/models", json={"name": "v1", "served_name": "ui-s1-7b"}).status_code == 201
     assert admin.post("/v1/models", json={"name": "v2", "served_name": "ui-s1-7b-lora-2"}).status_code == 201
     assert admin.post("/v1/models", json={"name": "v2"}).status_code == 409  # versions are immutable
-    assert agent.post("/v1/models/swap", json={"version": "v2"}).status_code == 403
-    assert admin.post("/v1/models/swap", json={"version": "v1"}).json()["default"] == "v1"
-    assert admin.post("/v1/models/swap", json={"version": "v2"}).json()["default"] == "v2"
+    assert agent.post("/v1/models/promote", json={"version": "v2"}).status_code == 403
+    assert admin.post("/v1/models/promote", json={"version": "v9"}).status_code == 404
+    assert admin.post("/v1/models/promote", json={"version": "v1"}).json()["default"] == "v1"
+    assert admin.post("/v1/models/promote", json={"version": "v2"}).json()["default"] == "v2"
 
     def served(body: dict) -> str:  # type: ignore[type-arg]
         task = wait_finished(agent, agent.post("/v1/tasks", json=body).json()["id"])
@@ -231,13 +232,32 @@ def test_models_swap_routes_new_tasks_and_rollback_restores(make_service) -> Non
 
     assert served({"goal": "a"}) == "ui-s1-7b-lora-2"  # the default alias
     assert served({"goal": "b", "model": "v1"}) == "ui-s1-7b"  # a version by name
-    assert admin.post("/v1/models/rollback", json={}).json()["default"] == "v1"
+    states = {v["name"]: v["state"] for v in agent.get("/v1/models").json()["versions"]}
+    assert states == {"v1": "retired", "v2": "promoted"}
+    rolled = admin.post("/v1/models/rollback", json={"reason": "answers got worse"}).json()
+    assert rolled["default"] == "v1"
     assert served({"goal": "c"}) == "ui-s1-7b"
     unknown = agent.post("/v1/tasks", json={"goal": "d", "model": "v9"})
     assert unknown.status_code == 422
     listed = agent.get("/v1/models").json()
     assert [v["name"] for v in listed["versions"]] == ["v1", "v2"]
     assert listed["aliases"] == {"default": "v1"}
+    assert {v["name"]: v["state"] for v in listed["versions"]} == {"v1": "promoted", "v2": "rejected"}
+    # The rolled-back version keeps its history, with who did what and why.
+    detail = agent.get("/v1/models/v2").json()
+    events = [(e["event"], e["actor"]) for e in reversed(detail["events"])]
+    admin_actor = events[0][1]
+    assert events[0][0] == "registered"
+    assert admin_actor.startswith("key:")
+    assert ("promoted", admin_actor) in events
+    assert events[-1] == ("rolled_back", admin_actor)
+    assert detail["events"][0]["detail"]["reason"] == "answers got worse"
+    # A rejected version is promoted again only on purpose.
+    refused = admin.post("/v1/models/promote", json={"version": "v2"})
+    assert refused.status_code == 409
+    assert "rolled_back" in refused.json()["detail"]
+    forced = admin.post("/v1/models/promote", json={"version": "v2", "force": True})
+    assert forced.json()["default"] == "v2"
 
 
 def test_the_typed_client_covers_a_task_end_to_end(make_service) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,227 @@
+"""Curation: logged traffic becomes training data only with a trustworthy label.
+
+An episode in the store is used when its outcome was given by someone or something trusted:
+client feedback (``label_source: client``), a program that checked the device's state
+(``checker``, e.g. a simulated phone's task check), an imported dataset (``dataset``), or, only
+when switched on, a judge model (``judge``; see ``train.judge``). Then:
+
+- a successful episode is an expert trajectory whole; a failed one with takeover corrections is
+  one up to its last corrected (human) step; anything else is left out;
+- steps whose response did not parse are left out (the episode retried on the same screen), and a
+  trajectory is cut before its first all-black frame (screen off, or an app that forbids capture)
+  or failed step, since the steps after it would have a hole in their history;
+- duplicates (same goal, same actions) are kept once;
+- a fixed share of goals, chosen by a salted hash of the goal text, is held out for evaluation and
+  never enters training, in this set or any later one.
+
+The result is a folder: ``train.jsonl`` and ``holdout.jsonl`` in the interchange format (screenshots
+by absolute path into the screenshot store) and ``manifest.json`` (counts, reasons, episode ids,
+file hashes). ``uis1 retrain`` runs this before every training job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.interchange import episode_to_record
+from agent.parsing import first_tag
+from agent.trajectory import ActionLabel, Episode, Step, StepSource, utcnow
+
+log = logging.getLogger(__name__)
+
+TRUSTED_SOURCES = ("client", "checker", "dataset")
+
+
+class CurationSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    holdout_fraction: float = Field(0.1, ge=0, lt=1)
+    holdout_salt: str = "uis1-holdout-1"  # changing it reshuffles the held-out goals: don't
+    trust_judge: bool = False  # use the judge model's verdicts (only when the judge is on)
+    use_corrections: bool = True  # failed episodes up to their last human step
+    min_steps: int = Field(1, ge=1)
+    max_episodes: int = Field(100_000, gt=0)
+
+
+@dataclass
+class CuratedSet:
+    dir: Path
+    train: list[Episode]
+    holdout: list[Episode]
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def train_file(self) -> Path:
+        return self.dir / "train.jsonl"
+
+    @property
+    def holdout_file(self) -> Path:
+        return self.dir / "holdout.jsonl"
+
+
+def normalized_goal(goal: str) -> str:
+    return " ".join(goal.lower().split())
+
+
+def is_held_out(goal: str, settings: CurationSettings) -> bool:
+    """A pure function of the goal: the same goal is always on the same side of the split."""
+    digest = hashlib.sha256(f"{settings.holdout_salt}\0{normalized_goal(goal)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < settings.holdout_fraction
+
+
+def label_source(episode: Episode) -> str | None:
+    """Who gave the episode its outcome; None when nobody did."""
+    if episode.is_successful is None:
+        return None
+    source = episode.labels.get("label_source")
+    if source is None and "feedback" in episode.labels:
+        return "client"  # feedback given before sources were recorded came from clients
+    return source
+
+
+def trusted(episode: Episode, settings: CurationSettings) -> bool:
+    source = label_source(episode)
+    return source in TRUSTED_SOURCES or (source == "judge" and settings.trust_judge)
+
+
+def expert_steps(episode: Episode) -> tuple[list[Step], str | None]:
+    """The episode's usable steps as expert steps, and why it was cut short (None: it was not).
+
+    Whole when successful; up to the last human step when failed but corrected; empty otherwise.
+    """
+    human = [s.index for s in episode.steps if s.source is StepSource.HUMAN]
+    if episode.is_successful:
+        upto = len(episode.steps) - 1
+    elif human:
+        upto = max(human)
+    else:
+        return [], "failed without corrections"
+    out: list[Step] = []
+    cut: str | None = None
+    for step in episode.steps[: upto + 1]:
+        if step.extra.get("black_frame"):
+            cut = "black frame"
+            break
+        if step.error:
+            cut = "failed step"
+            break
+        label = step.expert or (ActionLabel.from_action(step.device_action) if step.device_action else None)
+        if label is None:
+            continue  # an unparseable response: the same screen was tried again
+        thought = step.thought
+        if thought is None and step.source is StepSource.POLICY and step.raw_response:
+            thought = (first_tag(step.raw_response, "think") or "").strip() or None
+        out.append(step.model_copy(update={"expert": label, "thought": thought, "index": len(out),
+                                           "raw_response": None, "extra": {}}))  # fmt: skip
+    return out, cut
+
+
+def _dedupe_key(episode: Episode) -> str:
+    actions = [s.expert.to_dict() if s.expert else None for s in episode.steps]
+    blob = json.dumps([normalized_goal(episode.goal), actions], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def curate(episodes: Iterable[Episode], out_dir: Path, settings: CurationSettings | None = None, *,
+           previous: dict[str, Any] | None = None) -> CuratedSet:  # fmt: skip
+    """Curate ``episodes`` (oldest first) into ``out_dir``. ``previous`` is the manifest of the last
+    curated set: the new manifest says how many training episodes it did not have."""
+    s = settings or CurationSettings()
+    dropped: Counter[str] = Counter()
+    cuts: Counter[str] = Counter()
+    sources: Counter[str] = Counter()
+    seen: set[str] = set()
+    train: list[Episode] = []
+    holdout: list[Episode] = []
+    considered = 0
+    for episode in episodes:
+        considered += 1
+        if not episode.status.finished:
+            dropped["not finished"] += 1
+            continue
+        if not trusted(episode, s):
+            dropped["no trusted label" if label_source(episode) is None else
+                    f"untrusted label ({label_source(episode)})"] += 1  # fmt: skip
+            continue
+        if not episode.is_successful and not s.use_corrections:
+            dropped["failed"] += 1
+            continue
+        steps, cut = expert_steps(episode)
+        if not steps and cut == "failed without corrections":
+            dropped[cut] += 1
+            continue
+        if cut:
+            cuts[cut] += 1
+        if len(steps) < s.min_steps:
+            dropped["too few usable steps"] += 1
+            continue
+        kind = "successful" if episode.is_successful else "corrected"
+        expert = episode.model_copy(update={"steps": steps, "extra": {}, "labels": {
+            **episode.labels, "source_episode": episode.id, "curated_as": kind}})  # fmt: skip
+        key = _dedupe_key(expert)
+        if key in seen:
+            dropped["duplicate"] += 1
+            continue
+        seen.add(key)
+        sources[label_source(episode) or "?"] += 1
+        (holdout if is_held_out(episode.goal, s) else train).append(expert)
+        if len(train) + len(holdout) >= s.max_episodes:
+            break
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, items in (("train.jsonl", train), ("holdout.jsonl", holdout)):
+        text = "".join(json.dumps(_record(e), ensure_ascii=False) + "\n" for e in items)
+        (out_dir / name).write_text(text, encoding="utf-8")
+        files[name] = hashlib.sha256(text.encode()).hexdigest()
+    before = set((previous or {}).get("episodes", {}).get("train", []))
+    train_ids = [e.labels["source_episode"] for e in train]
+    manifest = {
+        "created_at": utcnow().isoformat(), "settings": s.model_dump(), "considered": considered,
+        "train": len(train), "holdout": len(holdout), "steps": sum(len(e.steps) for e in train),
+        "new_train": len([i for i in train_ids if i not in before]), "label_sources": dict(sources),
+        "dropped": dict(dropped), "cut": dict(cuts), "files": files,
+        "episodes": {"train": train_ids, "holdout": [e.labels["source_episode"] for e in holdout]},
+    }  # fmt: skip
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    log.info("curated %d training and %d held-out episodes from %d (%d new)", len(train), len(holdout),
+             considered, manifest["new_train"])  # fmt: skip
+    return CuratedSet(out_dir, train, holdout, manifest)
+
+
+def _record(episode: Episode) -> dict[str, Any]:
+    record = episode_to_record(episode)
+    record["episode_id"] = episode.labels["source_episode"]
+    return record
+
+
+def curate_store(url: str, screenshot_dir: Path, out_dir: Path, settings: CurationSettings | None = None, *,
+                 previous: dict[str, Any] | None = None, since: datetime | None = None) -> CuratedSet:  # fmt: skip
+    """``curate`` over the episodes of a trajectory store, oldest first."""
+    from agent.store import EpisodeQuery, TrajectoryStore
+
+    store = TrajectoryStore(url, screenshot_dir)
+    limit = (settings or CurationSettings()).max_episodes
+
+    def episodes() -> Iterable[Episode]:
+        offset = 0
+        while offset < limit:
+            page = store.query(EpisodeQuery(since=since, limit=200, offset=offset, oldest_first=True))
+            if not page:
+                return
+            yield from page
+            offset += len(page)
+
+    try:
+        return curate(episodes(), out_dir, settings, previous=previous)
+    finally:
+        store.engine.dispose()

@@ -1,0 +1,81 @@
+"""Online evaluation: the policy runs whole tasks on simulated phones; each task's check decides.
+
+The same path the service takes (the episode loop, the adb driver, a real adb server with the
+simulated phones attached), on a private adb server port and a throwaway trajectory store, so it
+runs anywhere the trainer runs. Every (task, seed) starts from the task's own initial state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.policy import Policy, SamplingSettings
+from agent.prompt import PromptSettings
+
+
+class OnlineSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tasks: list[str] = Field(default_factory=lambda: ["wifi_on", "bluetooth_on", "airplane_mode_on"])
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    max_steps: int = Field(12, gt=0)
+    max_new_tokens: int = Field(512, gt=0)
+    width: int = Field(1080, gt=0)
+    height: int = Field(2400, gt=0)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def online_success(policy: Policy, settings: OnlineSettings, *, prompt: PromptSettings | None = None,
+                   work_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Success rate of ``policy`` over ``settings.tasks`` x ``settings.seeds`` (greedy decoding)."""
+    with tempfile.TemporaryDirectory(prefix="uis1-online-", dir=work_dir) as tmp:
+        return asyncio.run(_run(policy, settings, prompt or PromptSettings(), Path(tmp)))
+
+
+async def _run(policy: Policy, settings: OnlineSettings, prompt: PromptSettings, tmp: Path) -> dict[str, Any]:
+    from agent.episode import EpisodeRunner, EpisodeSettings
+    from agent.store import TrajectoryStore
+    from devices.adb import AdbDriver, DriverSettings
+    from devices.adb_server import AdbServer
+    from devices.sim.fleet import SimFleet
+    from devices.sim.tasks import TASKS, Outcome
+
+    unknown = sorted(set(settings.tasks) - set(TASKS))
+    if unknown:
+        raise ValueError(f"unknown simulated tasks: {', '.join(unknown)}")
+    store = TrajectoryStore(f"sqlite:///{tmp / 'online.db'}", tmp / "screenshots")
+    store.migrate()
+    episode_settings = EpisodeSettings(
+        max_steps=settings.max_steps,
+        settle_s=0.05,  # a simulated phone applies an action at once
+        sampling=SamplingSettings(temperature=0.0, max_tokens=settings.max_new_tokens),
+    )
+    results = []
+    try:
+        with AdbServer(port=_free_port()) as server, SimFleet(server) as fleet:
+            device = fleet.add("eval", width=settings.width, height=settings.height)
+            driver = AdbDriver(fleet.client(), device.serial, DriverSettings(use_uiautomator2=False))
+            for name in settings.tasks:
+                for seed in settings.seeds:
+                    task = TASKS[name].create(seed)
+                    task.initialize(device.phone)
+                    runner = EpisodeRunner(policy, driver, store, episode_settings, prompt)
+                    episode = await runner.run(task.goal)
+                    ok = task.is_successful(device.phone, Outcome(answer=episode.answer))
+                    results.append({"task": name, "seed": seed, "success": ok, "steps": len(episode.steps),
+                                    "status": episode.status.value, "error": episode.error})  # fmt: skip
+    finally:
+        store.engine.dispose()
+    done = sum(1 for r in results if r["success"])
+    return {"success_rate": done / len(results) if results else 0.0, "episodes": results}

@@ -1,0 +1,341 @@
+"""``uis1 retrain``: curate new traffic, train from the promoted version, evaluate, register a candidate.
+
+    uis1 retrain --config retrain.yaml
+
+One job at a time across every replica and node: the job takes the ``retrain`` lock in the
+database and renews it while it works. A job that finds the lock held ends ``skipped``; one that
+finds it expired (its holder died) marks the dead job failed and, when that job got as far as
+curating, resumes its work: the same curated set and run directories, whose training resumes from
+its last checkpoint. Steps, each recorded in the job's row (``/v1/jobs``):
+
+1. curate the trajectory store (``train.curation``); with fewer new trusted training episodes than
+   ``min_new_episodes`` since the last successful job, end ``skipped`` with the reason;
+2. train the configured stages (SFT and/or semi-online RL) from the promoted version's weights
+   (a first run starts from ``base_model``, which it registers and promotes);
+3. evaluate the candidate and the promoted version on the same pinned evaluation: SOP on the
+   held-out split (plus any pinned data) and success on simulated-phone tasks;
+4. register the candidate with its training configs, data manifest, parent and both score sets.
+
+The gate (promote or reject) and the hot swap belong to the service, which watches for new
+candidates; this job never touches a serving engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agent.geometry import ResizeSettings
+from agent.jobs import Job, JobStatus, JobStore, LockHeld
+from agent.registry import Kind, ModelRegistry, ModelVersion, RegistryError
+from agent.settings import AgentSettings, StoreSettings
+from agent.trajectory import utcnow
+from train.curation import CuratedSet, CurationSettings, curate_store
+from train.data import InterchangeSource, Source
+from train.online import OnlineSettings
+
+log = logging.getLogger(__name__)
+
+JOB_KIND = "retrain"
+LOCK = "retrain"
+
+
+class EvaluationSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    holdout: bool = True  # SOP on the curated held-out split
+    data: list[Source] = Field(default_factory=list)  # pinned evaluation data besides it
+    online: OnlineSettings | None = OnlineSettings()  # success on simulated-phone tasks; None: off
+    max_new_tokens: int = Field(512, gt=0)
+    device: str = "auto"
+
+
+class RetrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["retrain"] = "retrain"
+    work_dir: Path  # curated sets, runs and evaluations, one folder per job
+    store: StoreSettings = Field(default_factory=lambda: AgentSettings().store)  # the service's by default
+    base_model: Path | None = None  # where a first run starts (registered and promoted as the base)
+    base_served_name: str | None = None  # the name vLLM serves base_model by (default: its folder name)
+    # Full checkpoints swapped into the running engine in place keep the engine's served name; set
+    # it here. Default: the version's own name (adapters, and blue/green engines).
+    served_name: str | None = None
+    version_prefix: str = Field("uis1", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,40}$")
+    min_new_episodes: int = Field(20, ge=0)
+    curation: CurationSettings = CurationSettings()
+    extra_sources: list[Source] = Field(default_factory=list)  # expert data mixed into every run
+    stages: list[Literal["sft", "rl"]] = Field(default_factory=lambda: ["rl"], min_length=1)  # type: ignore[arg-type]
+    sft: dict[str, Any] = Field(default_factory=dict)  # SFTConfig fields (model, data, output_dir are set)
+    rl: dict[str, Any] = Field(default_factory=dict)  # RLConfig fields, likewise
+    resize: ResizeSettings = ResizeSettings()
+    evaluation: EvaluationSettings = EvaluationSettings()
+    lock_ttl_s: float = Field(300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _stage_configs_validate(self) -> RetrainConfig:
+        for stage in self.stages:  # a typo in sft: or rl: fails when the file is read, not at 2 a.m.
+            self.stage_config(stage, Path("."), Path("."), {"sources": [{"kind": "sim"}]}, None)
+        return self
+
+    def stage_config(self, stage: str, model: Path, output_dir: Path, data: dict[str, Any],
+                     parent: str | None) -> Any:  # fmt: skip
+        from train.config import RLConfig, SFTConfig
+
+        overrides = self.sft if stage == "sft" else self.rl
+        body = {"resize": self.resize.model_dump(), **overrides, "model": str(model), "output_dir": str(output_dir),
+                "data": data, "parent_version": parent}  # fmt: skip
+        return (SFTConfig if stage == "sft" else RLConfig).model_validate(body)
+
+
+def load_retrain_config(path: Path) -> RetrainConfig:
+    """Read a retrain config file; relative paths in it are relative to the file."""
+    from train.config import read_file
+
+    data = read_file(path)
+    data.pop("kind", None)
+    config = RetrainConfig.model_validate(data)
+    base = path.parent
+
+    def fix(value: Path | None) -> Path | None:
+        return value if value is None or value.is_absolute() else (base / value).resolve()
+
+    def fix_sources(sources: list[Any]) -> list[Any]:
+        return [s.model_copy(update={k: fix(v) for k in ("path", "images", "screenshot_dir")
+                                     if isinstance(v := getattr(s, k, None), Path)}) for s in sources]  # fmt: skip
+
+    return config.model_copy(update={
+        "work_dir": fix(config.work_dir), "base_model": fix(config.base_model),
+        "store": config.store.model_copy(update={"screenshot_dir": fix(config.store.screenshot_dir)}),
+        "extra_sources": fix_sources(config.extra_sources),
+        "evaluation": config.evaluation.model_copy(update={"data": fix_sources(config.evaluation.data)}),
+    })  # fmt: skip
+
+
+class _Heartbeat:
+    """Renews the job's lock every third of its lifetime, from a thread, while training runs."""
+
+    def __init__(self, jobs: JobStore, job_id: str, ttl_s: float) -> None:
+        self.jobs, self.job_id, self.ttl_s = jobs, job_id, ttl_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="retrain-heartbeat", daemon=True)
+        self.lost: str | None = None
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.ttl_s / 3):
+            try:
+                self.jobs.renew(LOCK, self.job_id, ttl_s=self.ttl_s)
+            except Exception as exc:  # the database is away: the lock may lapse; say so
+                self.lost = str(exc)
+                log.warning("could not renew the retrain lock: %s", exc)
+
+
+def retrain(config: RetrainConfig, *, job_id: str | None = None, trigger: str = "cli",
+            progress: bool = True) -> Job:  # fmt: skip
+    """Run one retraining job (or take over and resume a dead one); returns the finished job row."""
+    from agent.store import TrajectoryStore
+
+    store = TrajectoryStore(config.store.url, config.store.screenshot_dir)
+    store.migrate()
+    jobs = JobStore(store.engine)
+    registry = ModelRegistry(store.engine)
+    try:
+        job = jobs.get(job_id) if job_id else jobs.create(JOB_KIND, trigger=trigger)
+        assert job is not None  # a job without a slot is always created
+        try:
+            abandoned = jobs.acquire(LOCK, job.id, ttl_s=config.lock_ttl_s)
+        except LockHeld as exc:
+            log.info("retraining skipped: %s", exc)
+            return jobs.update(job.id, status=JobStatus.SKIPPED, reason=str(exc))
+        try:
+            jobs.update(job.id, status=JobStatus.RUNNING)
+            with _Heartbeat(jobs, job.id, config.lock_ttl_s):
+                return _work(config, job, abandoned, jobs, registry, progress=progress)
+        except BaseException as exc:
+            reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+            log.exception("retraining job %s failed", job.id)
+            jobs.update(job.id, status=JobStatus.FAILED, reason=reason[:2000])
+            raise
+        finally:
+            jobs.release(LOCK, job.id)
+    finally:
+        store.engine.dispose()
+
+
+def _work(config: RetrainConfig, job: Job, abandoned: Job | None, jobs: JobStore, registry: ModelRegistry, *,
+          progress: bool) -> Job:  # fmt: skip
+    resumed = abandoned is not None and Path(abandoned.detail.get("job_dir", "/nonexistent")).is_dir()
+    job_dir = (
+        Path(abandoned.detail["job_dir"]) if resumed and abandoned else config.work_dir / "jobs" / job.id
+    )
+    job_dir.mkdir(parents=True, exist_ok=True)
+    jobs.update(job.id, detail={"job_dir": str(job_dir), **({"resumed_from": abandoned.id} if resumed and abandoned
+                                                             else {})})  # fmt: skip
+    parent = _starting_version(config, registry)
+    curated = _curate(config, job_dir, jobs)
+    jobs.update(job.id, detail={"parent": parent.name, "data_manifest": str(curated.dir / "manifest.json"),
+                                "curated": {k: curated.manifest[k] for k in ("train", "holdout", "new_train",
+                                                                             "steps", "dropped")}})  # fmt: skip
+    new = int(curated.manifest["new_train"])
+    if new < config.min_new_episodes:
+        reason = (f"too little new data: {new} new trusted training episode(s) since the last run, "
+                  f"{config.min_new_episodes} needed")  # fmt: skip
+        log.info("retraining skipped: %s", reason)
+        return jobs.update(job.id, status=JobStatus.SKIPPED, reason=reason)
+
+    start = Path(parent.weights or "")
+    data = {"sources": [InterchangeSource(path=curated.train_file).model_dump(mode="json"),
+                        *(s.model_dump(mode="json") for s in config.extra_sources)], "val_fraction": 0.0}  # fmt: skip
+    configs = {}
+    for stage in config.stages:
+        stage_config = config.stage_config(stage, start, job_dir / stage, data, parent.name)
+        configs[stage] = stage_config.model_dump(mode="json")
+        jobs.update(job.id, detail={"stage": stage})
+        start = _train(stage, stage_config, progress)
+    jobs.update(job.id, detail={"stage": "evaluate", "checkpoint": str(start)})
+
+    evaluation = _evaluate(config, curated, job_dir, start, parent, registry)
+    name = f"{config.version_prefix}-{utcnow():%Y%m%d-%H%M%S}-{job.id[:6]}"
+    from train.checkpoints import model_and_adapter, read_record
+
+    base, adapter = model_and_adapter(start)
+    record = read_record(start)
+    candidate = registry.register(
+        name, served_name=None if adapter else config.served_name, kind=Kind.ADAPTER if adapter else Kind.FULL,
+        base=str(base), adapter=str(adapter) if adapter else None, parent=parent.name, actor=f"job:{job.id}",
+        info={"job": job.id, "stages": list(config.stages), "training": configs, "metrics": record.get("metrics", {}),
+              "data_manifest": curated.manifest | {"episodes": None}, "evaluation": evaluation},
+    )  # fmt: skip
+    log.info("registered candidate %s (parent %s)", candidate.name, parent.name)
+    return jobs.update(job.id, status=JobStatus.SUCCEEDED, reason=f"registered candidate {candidate.name}",
+                       detail={"candidate": candidate.name, "stage": "done", "evaluation": evaluation})  # fmt: skip
+
+
+def _starting_version(config: RetrainConfig, registry: ModelRegistry) -> ModelVersion:
+    promoted = registry.promoted()
+    if promoted is not None:
+        if not promoted.weights or not Path(promoted.weights).exists():
+            raise RuntimeError(f"the promoted version {promoted.name} has no weights on this machine "
+                               f"({promoted.weights}); mount its checkpoint here")  # fmt: skip
+        return promoted
+    if config.base_model is None:
+        raise RuntimeError("no version is promoted yet: set base_model (the checkpoint to start from)")
+    name = config.base_served_name or config.base_model.name
+    try:
+        version = registry.get(name)
+    except RegistryError:
+        version = registry.register(name, served_name=name, base=str(config.base_model), kind=Kind.BASE,
+                                    actor="retrain", info={"note": "the starting point of retraining"})  # fmt: skip
+    registry.promote(version.name, actor="retrain", force=True, detail={"reason": "first retraining run"})
+    return registry.get(version.name)
+
+
+def _curate(config: RetrainConfig, job_dir: Path, jobs: JobStore) -> CuratedSet:
+    out = job_dir / "data"
+    previous_job = jobs.last(JOB_KIND, JobStatus.SUCCEEDED)
+    previous = None
+    if previous_job is not None and previous_job.detail.get("data_manifest"):
+        path = Path(previous_job.detail["data_manifest"])
+        previous = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if (out / "manifest.json").is_file():  # a resumed job keeps the data its run was trained on
+        from agent.interchange import load_jsonl
+
+        manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        return CuratedSet(out, load_jsonl(out / "train.jsonl"), load_jsonl(out / "holdout.jsonl"), manifest)
+    return curate_store(
+        config.store.url, config.store.screenshot_dir, out, config.curation, previous=previous
+    )
+
+
+def _train(stage: str, stage_config: Any, progress: bool) -> Path:
+    from train.checkpoints import latest_checkpoint
+
+    if stage == "sft":
+        from train.sft import train_sft
+
+        run_dir = train_sft(stage_config, progress=progress)
+    else:
+        from train.rl import train_rl
+
+        run_dir = train_rl(stage_config, progress=progress)
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise RuntimeError(f"the {stage} stage wrote no checkpoint in {run_dir}")
+    return checkpoint
+
+
+def _fingerprint(config: RetrainConfig, curated: CuratedSet) -> str:
+    pinned = {"holdout": curated.manifest["files"]["holdout.jsonl"] if config.evaluation.holdout else None,
+              "evaluation": config.evaluation.model_dump(mode="json"), "resize": config.resize.model_dump()}  # fmt: skip
+    return hashlib.sha256(json.dumps(pinned, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _evaluate(config: RetrainConfig, curated: CuratedSet, job_dir: Path, checkpoint: Path, parent: ModelVersion,
+              registry: ModelRegistry) -> dict[str, Any]:  # fmt: skip
+    """Both versions on the same pinned evaluation; the parent's scores are reused when it was
+    already measured on exactly this evaluation."""
+    fingerprint = _fingerprint(config, curated)
+    cached = parent.info.get("evaluations", {}).get(fingerprint)
+    baseline = cached or evaluate_weights(
+        config, curated, job_dir / "eval" / "baseline", Path(parent.weights or "")
+    )
+    if cached is None:
+        registry.annotate(parent.name, "evaluations", {**parent.info.get("evaluations", {}), fingerprint: baseline},
+                          actor="retrain")  # fmt: skip
+    scores = evaluate_weights(config, curated, job_dir / "eval" / "candidate", checkpoint)
+    return {
+        "fingerprint": fingerprint,
+        "candidate": scores,
+        "baseline": {"version": parent.name, "scores": baseline},
+    }
+
+
+def evaluate_weights(config: RetrainConfig, curated: CuratedSet, out: Path, weights: Path) -> dict[str, Any]:
+    """SOP on the held-out (and pinned) data and online success, for one checkpoint."""
+    from agent.local_policy import LocalPolicy
+    from agent.prompt import PromptSettings
+    from train.checkpoints import model_and_adapter
+    from train.config import EvalConfig
+    from train.evaluate import run_eval
+    from train.learner import resolve_device
+    from train.online import online_success
+
+    ev = config.evaluation
+    out.mkdir(parents=True, exist_ok=True)
+    scores: dict[str, Any] = {"sop": None, "online": None}
+    sources = [
+        *([InterchangeSource(path=curated.holdout_file)] if ev.holdout and curated.holdout else []),
+        *ev.data,
+    ]
+    if sources:
+        eval_config = EvalConfig.model_validate({
+            "model": str(weights), "output": str(out / "sop.json"), "split": "all", "metrics": ["sop"],
+            "data": {"sources": [s.model_dump(mode="json") for s in sources], "val_fraction": 0.0},
+            "resize": config.resize.model_dump(), "max_new_tokens": ev.max_new_tokens, "device": ev.device,
+        })  # fmt: skip
+        result = run_eval(eval_config)
+        scores["sop"] = {k: result["sop"][k] for k in ("pg", "tsr", "score")} | {
+            "trajectories": result["trajectories"]
+        }
+    if ev.online is not None:
+        model, adapter = model_and_adapter(weights)
+        prompt = PromptSettings(resize=config.resize)
+        policy = LocalPolicy(model, adapter_dir=adapter, prompt=prompt, device=resolve_device(ev.device))
+        online = online_success(policy, ev.online, prompt=prompt, work_dir=out)
+        (out / "online.json").write_text(json.dumps(online, indent=2), encoding="utf-8")
+        scores["online"] = {"success_rate": online["success_rate"], "episodes": len(online["episodes"])}
+    return scores
