@@ -51,6 +51,10 @@ class EpisodeSettings(BaseModel):
     max_parse_errors: int = Field(2, ge=0)  # retries of a step whose response did not parse
     settle_s: float = Field(0.5, ge=0)  # wait after an action for the screen to settle
     model: str | None = None  # served model / adapter name; None = the policy's default
+    # The registry version the episode is pinned to, recorded on it and on every step. Versions
+    # swapped into an engine in place share its served name, so the name vLLM echoes cannot tell
+    # them apart; the swap drains an engine's episodes first, so the pin is what ran.
+    version: str | None = None
     sampling: SamplingSettings = SamplingSettings()
 
 
@@ -110,7 +114,7 @@ class EpisodeRunner:
         except DeviceError as exc:
             log.warning("device info unavailable: %s", exc)
         device = DeviceRef(serial=self.device.serial, model=info.model if info else None)
-        version = self.settings.model or self.policy.model_version
+        version = self.settings.version or self.settings.model or self.policy.model_version
         if episode is not None:
             episode = episode.model_copy(update={"goal": goal, "device": device, "model_version": version,
                                                  "status": EpisodeStatus.RUNNING, "started_at": utcnow()})  # fmt: skip
@@ -177,7 +181,7 @@ class EpisodeRunner:
                 raw_response=result.raw,
                 action=result.parsed.action,
                 parse_error=result.parsed.error,
-                model_version=result.model_version,
+                model_version=self.settings.version or result.model_version,
                 timings=StepTimings(policy_s=result.latency_s, device_s=device_s),
                 started_at=started,
                 # An all-black frame (screen off, or an app that forbids capture): never training data.

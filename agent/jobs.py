@@ -205,6 +205,12 @@ class JobStore:
         if not done.rowcount:
             raise JobError(f"job {job_id} lost the {name} lock")
 
+    def held(self, name: str) -> bool:
+        """Whether a live holder has the lock (an expired one does not count)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(locks.c.expires_at).where(locks.c.name == name)).first()
+        return row is not None and _aware(row.expires_at) > utcnow()
+
     def release(self, name: str, job_id: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(sa.delete(locks).where(locks.c.name == name, locks.c.job_id == job_id))

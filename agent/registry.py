@@ -191,6 +191,12 @@ class ModelRegistry:
     def promoted(self) -> ModelVersion | None:
         return self.resolve(None)
 
+    def previous(self, alias: str = DEFAULT_ALIAS) -> str | None:
+        """Where ``alias`` pointed before its last move (what a rollback restores)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(aliases.c.previous).where(aliases.c.alias == alias)).first()
+        return None if row is None or row.previous is None else str(row.previous)
+
     def set_alias(self, alias: str, version: str, *, actor: str = "system") -> str | None:
         """Point ``alias`` at ``version`` (no state change); returns where it pointed before."""
         with self.engine.begin() as conn:

@@ -209,11 +209,12 @@ class TrajectoryStore:
             ).rowcount
         return bool(done)
 
-    def count(self, status: EpisodeStatus) -> int:
+    def count(self, status: EpisodeStatus, *, model_version: str | None = None) -> int:
+        stmt = sa.select(sa.func.count()).select_from(episodes).where(episodes.c.status == status.value)
+        if model_version is not None:
+            stmt = stmt.where(episodes.c.model_version == model_version)
         with self.engine.connect() as conn:
-            return int(conn.execute(
-                sa.select(sa.func.count()).select_from(episodes).where(episodes.c.status == status.value)
-            ).scalar_one())  # fmt: skip
+            return int(conn.execute(stmt).scalar_one())
 
     def save_step(self, episode_id: str, step: Step) -> None:
         """Insert or replace one step; committed when this returns."""

@@ -7,14 +7,16 @@ which resumes queued tasks. On shutdown the runner gets its grace period.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from agent.jobs import Job, JobStore
 from agent.policy import Policy
 from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry
@@ -24,24 +26,26 @@ from serve import metrics
 from serve.auth import KeyStore
 from serve.cluster import Cluster
 from serve.deps import AgentKey
-from serve.routes import devices, models, predict, session, system, tasks, trajectories, viewer
+from serve.routes import devices, jobs, models, predict, session, system, tasks, trajectories, viewer
 from serve.runner import RunnerSettings, TaskRunner
+from serve.scheduler import Scheduler
 from serve.settings import ServeSettings
 from serve.state import ServiceState
+from serve.swap import HotSwapController
 
 log = logging.getLogger(__name__)
 
 
-def make_policy(settings: ServeSettings, prompt: PromptSettings) -> Policy:
+def make_policy(settings: ServeSettings, prompt: PromptSettings, registry: ModelRegistry) -> Policy:
     if settings.policy_backend == "local":
         if settings.local_model_dir is None:
             raise ValueError("policy_backend=local needs UIS1_LOCAL_MODEL_DIR")
         from agent.local_policy import LocalPolicy
 
         return LocalPolicy(settings.local_model_dir, prompt=prompt)
-    from agent.vllm_policy import VllmPolicy
+    from serve.routing import RoutedPolicy
 
-    return VllmPolicy(settings.policy, prompt=prompt)
+    return RoutedPolicy(settings.policy, registry, prompt=prompt)
 
 
 def create_app(settings: ServeSettings | None = None, *, policy: Policy | None = None) -> FastAPI:
@@ -56,19 +60,37 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         pool = DevicePool(PoolSettings(servers=settings.adb_servers))
         await pool.start()
         prompt = PromptSettings(resize=settings.resize)
-        chosen = policy or make_policy(settings, prompt)
         registry = ModelRegistry(store.engine)
+        chosen = policy or make_policy(settings, prompt, registry)
         cluster = Cluster(store.engine, settings.replica_id, settings.device_lease_ttl_s)
         runner = TaskRunner(store, pool, chosen, RunnerSettings(max_queue=settings.max_queue,
                             grace_s=settings.shutdown_grace_s, episode=settings.episode,
                             cluster_lease_ttl_s=settings.device_lease_ttl_s), prompt=prompt,
                             registry=registry, cluster=cluster)  # fmt: skip
         await runner.start()
-        app.state.service = ServiceState(settings, store, keys, pool, chosen, runner, registry)
+        jobs = JobStore(store.engine)
+        swap = None
+        if policy is None and settings.policy_backend == "vllm":  # swaps go into the vLLM it serves from
+            swap = HotSwapController(store, registry, settings.policy, prompt, settings.swap,
+                                     owner=settings.replica_id, routes=getattr(chosen, "invalidate", None))  # fmt: skip
+        scheduler = Scheduler(jobs, settings.scheduler, on_job_end=_after_job(swap))
+        background = []
+        if swap is not None and settings.swap.auto_promote:
+            background.append(asyncio.create_task(swap.watch(), name="promotion-watcher"))
+        if settings.scheduler.enabled:
+            background.append(asyncio.create_task(scheduler.run(), name="retrain-scheduler"))
+        app.state.service = ServiceState(
+            settings, store, keys, pool, chosen, runner, registry, jobs, scheduler, swap
+        )
         log.info("serving with policy %s on %d device(s)", chosen.model_version, len(pool.devices))
         try:
             yield
         finally:
+            for task in background:
+                task.cancel()
+            await scheduler.aclose()
+            if swap is not None:
+                await swap.aclose()
             await runner.shutdown()
             await pool.stop()
             await chosen.aclose()
@@ -114,9 +136,21 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
     app.include_router(trajectories.router)
     app.include_router(predict.router)
     app.include_router(models.router)
+    app.include_router(jobs.router)
     app.include_router(session.router)
     app.include_router(viewer.router)
     return app
+
+
+def _after_job(swap: HotSwapController | None) -> Callable[[Job], Awaitable[None]]:
+    """When a retraining job ends, the gate and the swap take its candidate at once."""
+
+    async def run(job: Job) -> None:
+        candidate = job.detail.get("candidate")
+        if swap is not None and swap.settings.auto_promote and candidate:
+            await swap.gate_and_promote(str(candidate))
+
+    return run
 
 
 def _route(request: Request) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,14 +25,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.actions import Action, ActionError, action_from_dict
 from agent.episode import EpisodeRunner, EpisodeSettings
+from agent.jobs import JobStore
 from agent.policy import Policy, SamplingSettings
 from agent.prompt import PromptSettings
-from agent.registry import ModelRegistry, RegistryError
+from agent.registry import Kind, ModelRegistry, RegistryError
 from agent.store import EpisodeQuery, TrajectoryStore
 from agent.trajectory import Episode, EpisodeStatus, Step, utcnow
 from devices.pool import DevicePool, NoDeviceAvailable
 from serve import metrics
 from serve.cluster import Cluster, device_key
+from serve.swap import HOLD_LOCK, LOADED
 from serve.takeover import Takeover
 
 log = logging.getLogger(__name__)
@@ -116,6 +119,9 @@ class TaskRunner:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.jobs = JobStore(store.engine)
+        self._hold = False
+        self._hold_read_at = -1.0
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -159,7 +165,7 @@ class TaskRunner:
         depth = await asyncio.to_thread(self.store.count, EpisodeStatus.PENDING)
         if depth >= self.settings.max_queue or self._stopping:
             raise QueueFull(retry_after_s=max(5, depth // max(1, len(self.pool.devices)) * 10))
-        request = await asyncio.to_thread(self._route, request)
+        await asyncio.to_thread(self._route, request)  # an unknown model is refused now; pinned at start
         labels = {"submitted_by": submitted_by} if submitted_by else {}
         if request.idempotency_key:
             labels["idempotency_key"] = request.idempotency_key
@@ -172,22 +178,28 @@ class TaskRunner:
         self._wake.set()
         return episode, True
 
-    def _route(self, request: TaskRequest) -> TaskRequest:
-        """Pin the task to a served model: the one it names (version or alias), else the default.
+    def _route(self, request: TaskRequest) -> tuple[TaskRequest, str | None]:
+        """Pin the task to a model version: the one it names (version or alias), else the default.
 
+        Returns the request with the served name to ask the policy server for, and the version.
         With an empty registry, names go to the policy server as they are.
         """
         if self.registry is None:
-            return request
+            return request, None
         try:
             version = self.registry.resolve(request.model)
         except RegistryError:
             if not self.registry.versions():
-                return request
+                return request, None
             raise UnknownModel(f"no model version or alias {request.model!r}") from None
         if version is None:
-            return request
-        return request.model_copy(update={"model": version.served_name})
+            return request, None
+        if version.kind != Kind.ADAPTER and not version.endpoint:
+            held = self.registry.aliases().get(LOADED + version.served_name)
+            if held is not None and held != version.name:
+                raise UnknownModel(f"model version {version.name} is not being served: the engine serving "
+                                   f"{version.served_name!r} holds {held}")  # fmt: skip
+        return request.model_copy(update={"model": version.served_name}), version.name
 
     async def cancel(self, episode_id: str) -> Episode:
         """Cancel a queued task, or stop a running one before its next step (on any replica)."""
@@ -327,7 +339,8 @@ class TaskRunner:
             pending = await asyncio.to_thread(self.store.query, EpisodeQuery(
                 status=EpisodeStatus.PENDING, limit=self.settings.max_queue, oldest_first=True))  # fmt: skip
             self._queue_depth = len(pending)
-            for episode in pending:  # shutdown cancels this task, so no check of _stopping here
+            held = bool(pending) and await self._held()
+            for episode in [] if held else pending:  # shutdown cancels this task: no check of _stopping
                 if episode.id not in self._running:
                     await self._try_start(episode)
             self._update_gauges()
@@ -358,6 +371,24 @@ class TaskRunner:
             await asyncio.to_thread(self.cluster.release, episode.id)
             await self.pool.release(lease.id)
             return
+        # A swap that holds new episodes counts the running ones only after its grace period, so an
+        # episode that sees no hold here is one the swap will wait for; one that sees it goes back.
+        if await self._held(fresh=True):
+            await asyncio.to_thread(self.store.transition, episode, EpisodeStatus.RUNNING)
+            await asyncio.to_thread(self.cluster.release, episode.id)
+            await self.pool.release(lease.id)
+            return
+        try:  # the version is pinned now, when the episode starts, and kept to its end
+            request, version = await asyncio.to_thread(self._route, request)
+        except (UnknownModel, RegistryError) as exc:
+            await asyncio.to_thread(self.store.save_episode, started.model_copy(update={
+                "status": EpisodeStatus.ERROR, "finished_at": utcnow(), "error": str(exc)}))  # fmt: skip
+            await asyncio.to_thread(self.cluster.end, episode.id)
+            await self.pool.release(lease.id)
+            self._publish(episode.id, {"event": "end", "status": "error", "error": str(exc)})
+            return
+        if version is not None:
+            started = started.model_copy(update={"model_version": version})
         cancel = asyncio.Event()
         takeover = Takeover()
         task = asyncio.create_task(
@@ -366,6 +397,14 @@ class TaskRunner:
         self._running[episode.id] = _Running(episode.id, cancel, task, takeover)
         self._queue_depth = max(0, self._queue_depth - 1)
         self._update_gauges()
+
+    async def _held(self, *, fresh: bool = False) -> bool:
+        """Whether a hot swap holds new episodes back (read at most every half second)."""
+        now = time.monotonic()
+        if fresh or now - self._hold_read_at > 0.5:
+            self._hold = await asyncio.to_thread(self.jobs.held, HOLD_LOCK)
+            self._hold_read_at = now
+        return self._hold
 
     async def _keep_alive(self) -> None:
         """Renew this replica's device leases, apply control requests, sweep dead replicas' episodes."""
@@ -429,6 +468,8 @@ class TaskRunner:
             updates["timeout_s"] = request.timeout_s
         if request.model:
             updates["model"] = request.model
+        if episode.model_version:
+            updates["version"] = episode.model_version
         if request.sampling:
             updates["sampling"] = request.sampling
         settings = self.settings.episode.model_copy(update=updates)

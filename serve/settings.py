@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field
 
 from agent.settings import AgentSettings
+from serve.scheduler import SchedulerSettings
+from serve.swap import SwapSettings
 
 
 class ServeSettings(AgentSettings):
@@ -26,3 +28,7 @@ class ServeSettings(AgentSettings):
     # servers identically.
     replica_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     device_lease_ttl_s: float = Field(30.0, gt=0)  # a dead replica's phones free up after this
+    # Model swaps into the running vLLM (canary, rollback, blue/green) and the evaluation gate.
+    swap: SwapSettings = SwapSettings()
+    # Nightly retraining (`uis1 retrain` in a child process) and its schedule.
+    scheduler: SchedulerSettings = SchedulerSettings()

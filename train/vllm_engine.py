@@ -17,13 +17,14 @@ returns them).
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from agent.prompt import PromptSettings, Turn, to_openai_messages
+from agent.vllm_admin import VllmAdmin, VllmAdminError
 from train.config import EngineSettings
 from train.model import PolicyModel, Sampling
 from train.rollout import Generated
@@ -44,6 +45,7 @@ class VllmEngine:
         headers = {"Authorization": f"Bearer {vllm.api_key}"} if vllm.api_key else {}
         self.client = httpx.Client(base_url=vllm.base_url.rstrip("/"), headers=headers,
                                    timeout=httpx.Timeout(vllm.timeout_s, connect=vllm.connect_timeout_s))  # fmt: skip
+        self.admin = VllmAdmin(vllm.base_url, api_key=vllm.api_key, timeout_s=max(vllm.timeout_s, 300.0))
         self.served = vllm.model
         self._loaded: str | None = None
         self.suppress = policy.suppress if policy is not None else list(vllm.suppress_token_ids)
@@ -56,6 +58,12 @@ class VllmEngine:
         if response.status_code >= 400:
             raise VllmEngineError(f"vLLM {path} answered {response.status_code}: {response.text[:300]}")
         return response
+
+    def _admin(self, call: Callable[[VllmAdmin], object]) -> None:
+        try:
+            call(self.admin)
+        except VllmAdminError as exc:
+            raise VllmEngineError(str(exc)) from exc
 
     # -- weights -----------------------------------------------------------------------------------
     def sync(self, step: int) -> None:
@@ -70,21 +78,13 @@ class VllmEngine:
                 )
             self.policy.save(target)
             name = f"{Path(self.settings.vllm.model).name}-rl-step-{step}"
-            self._post("/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(target)})
+            self._admin(lambda admin: admin.load_adapter(name, str(target)))
             previous, self._loaded, self.served = self._loaded, name, name
             if previous is not None:
-                self._post("/v1/unload_lora_adapter", {"lora_name": previous})
+                self._admin(lambda admin: admin.unload_adapter(previous))
         else:
             self.policy.save(target, merged=True)
-            self._post("/pause")
-            try:
-                self._post(
-                    "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": str(target)}}
-                )
-                self._post("/reset_encoder_cache")
-                self._post("/reset_prefix_cache")
-            finally:
-                self._post("/resume")
+            self._admin(lambda admin: admin.reload_weights(str(target)))
         for old in sorted(target.parent.glob("step-*"))[:-2]:  # the server may still read the last one
             shutil.rmtree(old, ignore_errors=True)
 
@@ -112,3 +112,4 @@ class VllmEngine:
 
     def close(self) -> None:
         self.client.close()
+        self.admin.close()

@@ -15,8 +15,10 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, status
 from pydantic import BaseModel, Field
 
+from agent.jobs import LockHeld
 from agent.registry import DEFAULT_ALIAS, ModelEvent, ModelVersion, RegistryError
 from serve.deps import AdminKey, AgentKey, StateDep
+from serve.swap import SwapError
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -117,24 +119,35 @@ async def get_model(name: str, state: StateDep, key: AgentKey) -> VersionDetail:
 
 @router.post("/promote", response_model=ModelsResponse)
 async def promote(body: PromoteRequest, state: StateDep, key: AdminKey) -> ModelsResponse:
+    """Serve the version and make it the alias's target. For ``default`` with a vLLM policy this is
+    the hot swap: load, canary, flip; a failed canary answers 409 and the old version keeps serving."""
     detail = {"reason": body.reason} if body.reason else {}
     try:
         await asyncio.to_thread(state.registry.get, body.version)
     except RegistryError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
     try:
-        await asyncio.to_thread(state.registry.promote, body.version, actor=f"key:{key.id}", alias=body.alias,
-                                force=body.force, detail=detail)  # fmt: skip
-    except RegistryError as exc:
+        if state.swap is not None and body.alias == DEFAULT_ALIAS:
+            await state.swap.promote(
+                body.version, actor=f"key:{key.id}", force=body.force, reason=body.reason
+            )
+        else:
+            await asyncio.to_thread(state.registry.promote, body.version, actor=f"key:{key.id}", alias=body.alias,
+                                    force=body.force, detail=detail)  # fmt: skip
+    except (RegistryError, SwapError, LockHeld) as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return await list_models(state, key)
 
 
 @router.post("/rollback", response_model=ModelsResponse)
 async def rollback(body: RollbackRequest, state: StateDep, key: AdminKey) -> ModelsResponse:
+    """Serve the version the alias pointed at before; the rolled-back version is rejected."""
     detail = {"reason": body.reason} if body.reason else {}
     try:
-        await asyncio.to_thread(state.registry.rollback, body.alias, actor=f"key:{key.id}", detail=detail)
-    except RegistryError as exc:
+        if state.swap is not None and body.alias == DEFAULT_ALIAS:
+            await state.swap.rollback(actor=f"key:{key.id}", reason=body.reason)
+        else:
+            await asyncio.to_thread(state.registry.rollback, body.alias, actor=f"key:{key.id}", detail=detail)
+    except (RegistryError, SwapError, LockHeld) as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return await list_models(state, key)

@@ -35,11 +35,13 @@ class ScriptedPolicy:
         self.steps = steps
         self.delay_s = delay_s
         self.calls = 0
+        self.asked: list[str | None] = []  # the model name of each request
 
     async def predict(
         self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
     ) -> PolicyResult:
         self.calls += 1
+        self.asked.append(model)
         index = sum(1 for t in turns if t.role == "assistant")
         first_user = next(t for t in turns if t.role == "user")
         goal = next(p.text for p in first_user.parts if isinstance(p, TextPart))

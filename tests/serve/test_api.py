@@ -27,7 +27,7 @@ def wait_finished(client: httpx.Client, task_id: str, timeout: float = 60) -> di
 OPEN = {("GET", "/healthz"), ("GET", "/readyz")}
 SIGN_IN = ("POST", "/v1/session")  # takes the key in its body
 ADMIN = {("POST", "/v1/devices/connect"), ("POST", "/v1/devices/{serial}/release"), ("POST", "/v1/models"),
-         ("POST", "/v1/models/promote"), ("POST", "/v1/models/rollback")}  # fmt: skip
+         ("POST", "/v1/models/promote"), ("POST", "/v1/models/rollback"), ("POST", "/v1/jobs")}  # fmt: skip
 
 
 def _routes(service) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
@@ -227,16 +227,19 @@ def test_models_promote_routes_new_tasks_and_rollback_restores(make_service) -> 
     assert admin.post("/v1/models/promote", json={"version": "v2"}).json()["default"] == "v2"
 
     def served(body: dict) -> str:  # type: ignore[type-arg]
+        """The version the task and each of its steps recorded, and the name the policy was asked for."""
         task = wait_finished(agent, agent.post("/v1/tasks", json=body).json()["id"])
-        return str(task["model_version"])
+        steps = {s["model_version"] for s in agent.get(task["trajectory_url"]).json()["steps"]}
+        assert steps == {task["model_version"]}
+        return f"{task['model_version']}={service.policy.asked[-1]}"
 
-    assert served({"goal": "a"}) == "ui-s1-7b-lora-2"  # the default alias
-    assert served({"goal": "b", "model": "v1"}) == "ui-s1-7b"  # a version by name
+    assert served({"goal": "a"}) == "v2=ui-s1-7b-lora-2"  # the default alias
+    assert served({"goal": "b", "model": "v1"}) == "v1=ui-s1-7b"  # a version by name
     states = {v["name"]: v["state"] for v in agent.get("/v1/models").json()["versions"]}
     assert states == {"v1": "retired", "v2": "promoted"}
     rolled = admin.post("/v1/models/rollback", json={"reason": "answers got worse"}).json()
     assert rolled["default"] == "v1"
-    assert served({"goal": "c"}) == "ui-s1-7b"
+    assert served({"goal": "c"}) == "v1=ui-s1-7b"
     unknown = agent.post("/v1/tasks", json={"goal": "d", "model": "v9"})
     assert unknown.status_code == 422
     listed = agent.get("/v1/models").json()

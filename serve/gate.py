@@ -1,0 +1,79 @@
+"""The evaluation gate: a candidate is promoted only if it is not worse than the promoted version.
+
+The retraining job measured both on the same pinned evaluation (SOP on the held-out split, and
+success on simulated-phone tasks) and stored the two score sets with the candidate. The gate
+compares each measured metric: the candidate passes when none falls below the promoted version's
+by more than its tolerance, and when at least one metric was measured at all. The decision, both
+score sets and the reasons are recorded on the candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.registry import ModelVersion
+
+
+class GateSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    # Largest allowed drop, in absolute terms (scores are 0-1).
+    sop_score_tolerance: float = Field(0.02, ge=0, le=1)
+    sop_tsr_tolerance: float = Field(0.05, ge=0, le=1)
+    online_tolerance: float = Field(0.0, ge=0, le=1)
+    require_improvement: bool = False  # also demand a strict gain on at least one metric
+
+
+METRICS = (("sop", "score", "sop_score_tolerance"), ("sop", "tsr", "sop_tsr_tolerance"),
+           ("online", "success_rate", "online_tolerance"))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    passed: bool
+    reasons: list[str]
+    candidate: dict[str, Any] = field(default_factory=dict)
+    baseline: dict[str, Any] = field(default_factory=dict)
+    baseline_version: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        return {"passed": self.passed, "reasons": self.reasons, "candidate": self.candidate,
+                "baseline": self.baseline, "baseline_version": self.baseline_version}  # fmt: skip
+
+
+def decide(candidate: ModelVersion, settings: GateSettings | None = None) -> GateDecision:
+    s = settings or GateSettings()
+    evaluation = candidate.info.get("evaluation")
+    if not evaluation:
+        return GateDecision(False, ["the candidate carries no evaluation: nothing to compare"])
+    mine = evaluation.get("candidate") or {}
+    theirs = (evaluation.get("baseline") or {}).get("scores") or {}
+    reasons: list[str] = []
+    compared = 0
+    improved = False
+    passed = True
+    for group, metric, tolerance_name in METRICS:
+        a = (mine.get(group) or {}).get(metric)
+        b = (theirs.get(group) or {}).get(metric)
+        if a is None or b is None:
+            continue
+        compared += 1
+        tolerance = getattr(s, tolerance_name)
+        label = f"{group}.{metric}"
+        if a < b - tolerance - 1e-12:
+            passed = False
+            reasons.append(f"{label} fell from {b:.4f} to {a:.4f} (tolerance {tolerance})")
+        else:
+            reasons.append(f"{label} {b:.4f} -> {a:.4f}: within tolerance {tolerance}")
+            improved = improved or a > b
+    if not compared:
+        passed = False
+        reasons.append("no metric was measured on both versions")
+    elif s.require_improvement and not improved:
+        passed = False
+        reasons.append("no metric improved, and the gate requires an improvement")
+    baseline_version = (evaluation.get("baseline") or {}).get("version")
+    return GateDecision(passed, reasons, mine, theirs, baseline_version)

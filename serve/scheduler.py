@@ -1,0 +1,207 @@
+"""The retraining schedule: a cron expression, and the job it starts as a separate process.
+
+The service never imports the trainer (no torch in the API process): a job is ``uis1 retrain
+--config FILE --job-id ID`` in a child process, which reports back through the jobs table and
+the model registry. Several replicas may run the scheduler; each fire time is one row
+(``kind, slot``) in the jobs table, so exactly one of them starts the job. When a job ends, the
+promotion watcher gates and swaps the candidate it registered.
+
+    uis1 scheduler          # the schedule and the promotion watcher, without the API
+    UIS1_SCHEDULER__ENABLED=true uis1 serve   # both inside the API process
+
+Cron: five fields (minute hour day-of-month month day-of-week, Sunday = 0 or 7) with ``*``,
+lists, ranges and steps, or ``@hourly``, ``@daily``/``@midnight``/``@nightly``, ``@weekly``,
+``@monthly``; as in Vixie cron, when both day fields are restricted either may match. Times are
+in ``scheduler.timezone`` (UTC by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agent.jobs import Job, JobStatus, JobStore
+from agent.trajectory import utcnow
+
+log = logging.getLogger(__name__)
+
+MACROS = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@nightly": "0 2 * * *",
+          "@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *"}  # fmt: skip
+FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day of month", 1, 31),
+    ("month", 1, 12),
+    ("day of week", 0, 7),
+)
+
+
+class CronError(ValueError):
+    pass
+
+
+class Cron:
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        text = MACROS.get(expression.strip().lower(), expression)
+        parts = text.split()
+        if len(parts) != 5:
+            raise CronError(f"{expression!r}: a cron expression has 5 fields (minute hour day month weekday)")
+        sets = [_field(part, name, lo, hi) for part, (name, lo, hi) in zip(parts, FIELDS, strict=True)]
+        self.minutes, self.hours, self.days, self.months, weekdays = sets
+        self.weekdays = {d % 7 for d in weekdays}
+        self.any_day = parts[2] == "*"
+        self.any_weekday = parts[4] == "*"
+
+    def _day_matches(self, day: datetime) -> bool:
+        if day.month not in self.months:
+            return False
+        dom = day.day in self.days
+        dow = (day.isoweekday() % 7) in self.weekdays
+        if self.any_day or self.any_weekday:
+            return dom and dow
+        return dom or dow
+
+    def next_after(self, moment: datetime) -> datetime:
+        """The first fire time strictly after ``moment`` (in ``moment``'s time zone)."""
+        start = moment.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        day = start.replace(hour=0, minute=0)
+        for _ in range(366 * 5):  # every schedule fires within five years (29 February)
+            if self._day_matches(day):
+                for hour in sorted(self.hours):
+                    for minute in sorted(self.minutes):
+                        candidate = day.replace(hour=hour, minute=minute)
+                        if candidate >= start:
+                            return candidate
+            day = (day + timedelta(days=1)).replace(hour=0, minute=0)
+        raise CronError(f"{self.expression!r} never fires")
+
+
+def _field(part: str, name: str, lo: int, hi: int) -> set[int]:
+    values: set[int] = set()
+    for item in part.split(","):
+        body, _, step_text = item.partition("/")
+        try:
+            step = int(step_text) if step_text else 1
+            if body == "*":
+                first, last = lo, hi
+            elif "-" in body:
+                a, b = body.split("-", 1)
+                first, last = int(a), int(b)
+            else:
+                first = last = int(body)
+                if step_text:
+                    last = hi
+        except ValueError:
+            raise CronError(f"bad {name} field {part!r}") from None
+        if step < 1 or not lo <= first <= last <= hi:
+            raise CronError(f"{name} field {part!r} is outside {lo}-{hi}")
+        values.update(range(first, last + 1, step))
+    return values
+
+
+class SchedulerSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    enabled: bool = False  # run the schedule inside `uis1 serve` (`uis1 scheduler` always does)
+    cron: str = "0 2 * * *"  # nightly at 02:00
+    timezone: str = "UTC"
+    retrain_config: Path | None = None  # the `uis1 retrain` config file; without it jobs cannot start
+    # How a job runs: `uis1 retrain` beside this interpreter (the same installation) by default.
+    command: list[str] = Field(
+        default_factory=lambda: [str(Path(sys.executable).with_name("uis1")), "retrain"]
+    )
+    job_timeout_s: float = Field(12 * 3600.0, gt=0)
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        Cron(value)
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_zone(cls, value: str) -> str:
+        ZoneInfo(value)
+        return value
+
+
+class Scheduler:
+    def __init__(self, jobs: JobStore, settings: SchedulerSettings, *, on_job_end: Any = None) -> None:
+        self.jobs = jobs
+        self.settings = settings
+        self.cron = Cron(settings.cron)
+        self.zone = ZoneInfo(settings.timezone)
+        self.on_job_end = on_job_end  # async callable(job): the promotion watcher's turn
+        self._running: dict[str, asyncio.Task[Job]] = {}
+
+    def next_fire(self, after: datetime | None = None) -> datetime:
+        return self.cron.next_after((after or utcnow()).astimezone(self.zone))
+
+    async def run(self) -> None:
+        """Start a job at each fire time, forever."""
+        log.info("retraining scheduled at %r (%s); next at %s", self.settings.cron, self.settings.timezone,
+                 self.next_fire().isoformat())  # fmt: skip
+        while True:
+            fire = self.next_fire()
+            while (wait := (fire - utcnow()).total_seconds()) > 0:
+                await asyncio.sleep(min(wait, 60.0))  # a clock change is noticed within a minute
+            try:
+                await self.fire(fire)
+            except Exception:
+                log.exception("the scheduled job at %s could not start", fire.isoformat())
+
+    async def fire(self, at: datetime) -> Job | None:
+        """Create the job of this fire time (unless another replica did) and start it."""
+        job = await asyncio.to_thread(self.jobs.create, "retrain", trigger="schedule",
+                                      slot=at.astimezone(self.zone).strftime("%Y-%m-%dT%H:%M%z"))  # fmt: skip
+        if job is None:
+            log.info("the %s job was started by another replica", at.isoformat())
+            return None
+        self.start(job)
+        return job
+
+    def start(self, job: Job) -> asyncio.Task[Job]:
+        task = asyncio.create_task(self._run_job(job), name=f"job-{job.id}")
+        self._running[job.id] = task
+        task.add_done_callback(lambda _: self._running.pop(job.id, None))
+        return task
+
+    async def _run_job(self, job: Job) -> Job:
+        if self.settings.retrain_config is None:
+            return await asyncio.to_thread(self.jobs.update, job.id, status=JobStatus.FAILED,
+                                           reason="scheduler.retrain_config is not set")  # fmt: skip
+        command = [*self.settings.command, "--config", str(self.settings.retrain_config), "--job-id", job.id,
+                   "--trigger", job.trigger, "--quiet"]  # fmt: skip
+        log.info("starting job %s: %s", job.id, " ".join(command))
+        proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)  # fmt: skip
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), self.settings.job_timeout_s)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            err = f"killed after {self.settings.job_timeout_s:.0f}s".encode()
+        finished = await asyncio.to_thread(self.jobs.get, job.id)
+        if not JobStatus(finished.status).finished:  # the process died before it could say so
+            tail = err.decode(errors="replace").strip().splitlines()[-5:]
+            finished = await asyncio.to_thread(self.jobs.update, job.id, status=JobStatus.FAILED,
+                                               reason=f"exit status {proc.returncode}: " + " | ".join(tail))  # fmt: skip
+        log.info("job %s ended %s: %s", job.id, finished.status, finished.reason)
+        if self.on_job_end is not None:
+            try:
+                await self.on_job_end(finished)
+            except Exception:
+                log.exception("after job %s", job.id)
+        return finished
+
+    async def aclose(self) -> None:
+        for task in list(self._running.values()):
+            task.cancel()

@@ -1,0 +1,465 @@
+"""The hot-swap controller: a model version goes into the running vLLM without dropping a request.
+
+Every path ends with a canary (a fixed screenshot and goal, greedy; the answer must parse into an
+action) before the ``default`` alias moves; a failed canary undoes what was done and rejects the
+version, so the old one keeps serving. Running episodes stay on the version they started with.
+
+- **Adapter** versions are loaded under their own served name from their own path, checked, then
+  the alias flips; the previous adapter is unloaded once no running episode uses it.
+- **Full** checkpoints, ``blue_green`` (when ``swap.launch_command`` is set): a second engine is
+  started on the new weights under the version's name, health-checked and canaried; the version
+  records the engine's URL, the alias flips, new episodes go there; the old engine is stopped once
+  its episodes are done (only an engine this controller started; the primary is the operator's).
+- **Full** checkpoints, ``in_place`` (one engine): new episodes are held in the queue (a lock row
+  every replica honours), the engine's running episodes finish, then pause → reload → cache resets
+  → resume (``agent.vllm_admin``) → canary; a failed canary reloads the previous weights. The
+  ``loaded:SERVED_NAME`` alias says which version the engine holds, so a task that asks for an
+  older version by name is refused instead of silently served by the new weights.
+
+``uis1 models promote|rollback`` and ``POST /v1/models/promote|rollback`` run this; so does the
+promotion watcher for candidates the retraining job registered (after the evaluation gate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+import shlex
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.jobs import JobStore, LockHeld
+from agent.policy import SamplingSettings
+from agent.prompt import PromptSettings, Screenshot, build_conversation
+from agent.registry import DEFAULT_ALIAS, Kind, ModelRegistry, ModelVersion, RegistryError
+from agent.store import TrajectoryStore
+from agent.trajectory import EpisodeStatus
+from agent.vllm_admin import VllmAdmin, VllmAdminError
+from agent.vllm_policy import VllmPolicy, VllmSettings
+from serve.gate import GateDecision, GateSettings, decide
+
+log = logging.getLogger(__name__)
+
+HOLD_LOCK = "swap-hold"  # while held, no replica starts a new episode
+SWAP_LOCK = "swap"  # one swap at a time across replicas
+LOADED = "loaded:"  # alias prefix: the full version an engine holds, by served name
+
+
+class SwapSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    strategy: Literal["auto", "in_place", "blue_green"] = "auto"  # auto: blue_green when it can launch
+    canary_goal: str = "Open the Settings app"
+    canary_max_tokens: int = Field(256, gt=0)
+    drain_timeout_s: float = Field(900.0, gt=0)  # in place: how long running episodes may take to finish
+    hold_grace_s: float = Field(2.0, ge=0)  # replicas see the hold within this (they poll every 0.5 s)
+    lock_ttl_s: float = Field(1800.0, gt=0)
+    # Blue/green: the command that starts a second engine; {weights}, {port} and {served_name} are
+    # filled in, e.g. "vllm serve {weights} --port {port} --served-model-name {served_name}".
+    launch_command: str | None = None
+    launch_host: str = "127.0.0.1"
+    launch_timeout_s: float = Field(900.0, gt=0)
+    auto_promote: bool = True  # the watcher gates and swaps candidates the retraining job registers
+    watch_interval_s: float = Field(30.0, gt=0)
+    gate: GateSettings = GateSettings()
+
+
+class SwapError(RuntimeError):
+    pass
+
+
+class CanaryFailed(SwapError):
+    pass
+
+
+@dataclass
+class SwapResult:
+    version: str
+    previous: str | None
+    path: str  # adapter, in_place, blue_green, alias
+    seconds: float
+    canary: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        return {"version": self.version, "previous": self.previous, "path": self.path,
+                "seconds": round(self.seconds, 3), "canary": self.canary}  # fmt: skip
+
+
+def canary_turns(goal: str, prompt: PromptSettings) -> list[Any]:
+    """A fixed, realistic request: the simulated phone's home screen and a simple goal."""
+    from devices.sim.phone import SimPhone
+
+    phone = SimPhone("canary", clock="09:41")
+    png = phone.screenshot_png()
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        size = image.size
+    from agent.geometry import Size
+
+    return build_conversation(goal, [Screenshot(png, Size(*size))], [], prompt)
+
+
+class HotSwapController:
+    def __init__(self, store: TrajectoryStore, registry: ModelRegistry, policy: VllmSettings, prompt: PromptSettings,
+                 settings: SwapSettings | None = None, *, owner: str = "",
+                 routes: Callable[[], None] | None = None) -> None:  # fmt: skip
+        self.store = store
+        self.registry = registry
+        self.jobs = JobStore(store.engine)
+        self.policy = policy
+        self.prompt = prompt
+        self.settings = settings or SwapSettings()
+        self.owner = owner or socket.gethostname()
+        self.routes_changed = routes or (lambda: None)  # this replica's router rereads the registry
+        self.engines: dict[str, subprocess.Popen[bytes]] = {}  # blue/green engines this controller started
+        self._cleanups: set[asyncio.Task[None]] = set()
+
+    # -- entry points ------------------------------------------------------------------------------
+    async def promote(
+        self, name: str, *, actor: str, force: bool = False, reason: str | None = None
+    ) -> SwapResult:
+        """Load ``name`` into serving, canary it, and make it the default; undo on failure."""
+        return await self._locked(lambda: self._promote(name, actor=actor, force=force, reason=reason))
+
+    async def rollback(self, *, actor: str, reason: str | None = None) -> SwapResult:
+        """Serve the version the default alias pointed at before its last move."""
+        return await self._locked(lambda: self._rollback(actor=actor, reason=reason))
+
+    async def gate_and_promote(
+        self, name: str, *, actor: str = "gate"
+    ) -> tuple[GateDecision, SwapResult | None]:
+        """The evaluation gate for a registered candidate, then the swap if it passes."""
+        candidate = await asyncio.to_thread(self.registry.get, name)
+        decision = decide(candidate, self.settings.gate)
+        await asyncio.to_thread(self.registry.annotate, name, "gate", decision.record(), actor=actor)
+        if not decision.passed:
+            await asyncio.to_thread(self.registry.reject, name, actor=actor,
+                                    detail={"reason": "; ".join(decision.reasons)})  # fmt: skip
+            log.info("gate rejected %s: %s", name, "; ".join(decision.reasons))
+            return decision, None
+        try:
+            result = await self.promote(name, actor=actor, reason="passed the evaluation gate")
+        except CanaryFailed:
+            return decision, None
+        return decision, result
+
+    async def pending_candidates(self) -> list[str]:
+        """Candidates with an evaluation and no gate decision yet (the retraining job's output)."""
+        versions = await asyncio.to_thread(self.registry.versions, "candidate")
+        return [v.name for v in versions if v.info.get("evaluation") and "gate" not in v.info]
+
+    async def watch(self) -> None:
+        """Gate and swap each new candidate, forever (one replica at a time, by the swap lock)."""
+        while True:
+            try:
+                for name in await self.pending_candidates():
+                    await self.gate_and_promote(name)
+            except (LockHeld, SwapError, RegistryError) as exc:
+                log.info("promotion watcher: %s", exc)
+            except Exception:
+                log.exception("promotion watcher pass failed")
+            await asyncio.sleep(self.settings.watch_interval_s)
+
+    async def aclose(self) -> None:
+        for task in list(self._cleanups):
+            task.cancel()
+
+    # -- the swap ----------------------------------------------------------------------------------
+    async def _locked(self, work: Any) -> SwapResult:
+        token = f"swap-{uuid.uuid4().hex[:12]}"
+        await asyncio.to_thread(
+            self.jobs.acquire, SWAP_LOCK, token, ttl_s=self.settings.lock_ttl_s, owner=self.owner
+        )
+        try:
+            result: SwapResult = await work()
+            return result
+        finally:
+            await asyncio.to_thread(self.jobs.release, SWAP_LOCK, token)
+
+    async def _promote(self, name: str, *, actor: str, force: bool, reason: str | None) -> SwapResult:
+        version = await asyncio.to_thread(self.registry.get, name)
+        if version.state == "rejected" and not force:
+            raise SwapError(f"{name} was rejected; promote it with force to try again")
+        current = await asyncio.to_thread(self.registry.promoted)
+        start = time.perf_counter()
+        path, canary = await self._serve(version, current)
+        detail = (
+            {"reason": reason, "path": path, "canary": canary} if reason else {"path": path, "canary": canary}
+        )
+        previous = await asyncio.to_thread(
+            self.registry.promote, name, actor=actor, force=force, detail=detail
+        )
+        result = SwapResult(name, previous, path, time.perf_counter() - start, canary)
+        log.info("promoted %s (was %s) by %s in %.2fs", name, previous, path, result.seconds)
+        if current is not None and current.name != name:
+            self._retire_later(current, version)
+        return result
+
+    async def _rollback(self, *, actor: str, reason: str | None) -> SwapResult:
+        aliases = await asyncio.to_thread(self.registry.aliases)
+        if DEFAULT_ALIAS not in aliases:
+            raise SwapError("no version is promoted: nothing to roll back")
+        current = await asyncio.to_thread(self.registry.get, aliases[DEFAULT_ALIAS])
+        previous = await asyncio.to_thread(self.registry.previous)
+        if previous is None:
+            raise SwapError(f"{current.name} has no previous version to roll back to")
+        target = await asyncio.to_thread(self.registry.get, previous)
+        start = time.perf_counter()
+        path, canary = await self._serve(target, current, rollback=True)
+        restored = await asyncio.to_thread(self.registry.rollback, actor=actor,
+                                           detail={"reason": reason or "rolled back by hand", "path": path})  # fmt: skip
+        self.routes_changed()
+        result = SwapResult(restored, current.name, path, time.perf_counter() - start, canary)
+        log.info("rolled back from %s to %s by %s in %.2fs", current.name, restored, path, result.seconds)
+        self._retire_later(current, target)
+        return result
+
+    def _strategy(self) -> str:
+        if self.settings.strategy == "auto":
+            return "blue_green" if self.settings.launch_command else "in_place"
+        return self.settings.strategy
+
+    async def _serve(self, version: ModelVersion, current: ModelVersion | None, *,
+                     rollback: bool = False) -> tuple[str, dict[str, Any]]:  # fmt: skip
+        """Make ``version`` answer under its served name and canary it; returns (path, canary)."""
+        if version.kind == Kind.ADAPTER:
+            return "adapter", await self._serve_adapter(version, rollback=rollback)
+        if version.endpoint or (self._strategy() == "blue_green" and not self._is_loaded(version)):
+            return "blue_green", await self._serve_blue_green(version)
+        if self._is_loaded(version):
+            return "alias", await self._canary(version, self._url(version))
+        return "in_place", await self._serve_in_place(version, current)
+
+    def _url(self, version: ModelVersion) -> str:
+        return version.endpoint or self.policy.base_url
+
+    def _admin(self, url: str) -> VllmAdmin:
+        return VllmAdmin(url, api_key=self.policy.api_key)
+
+    def _is_loaded(self, version: ModelVersion) -> bool:
+        """A full version is in the primary engine already (it is what the engine holds)."""
+        held = self.registry.aliases().get(LOADED + version.served_name)
+        if held is not None:
+            return held == version.name
+        return version.kind == Kind.BASE  # an engine started on a base model holds it from the start
+
+    # -- adapters ----------------------------------------------------------------------------------
+    async def _serve_adapter(self, version: ModelVersion, *, rollback: bool) -> dict[str, Any]:
+        url = self._url(version)
+        admin = self._admin(url)
+        try:
+            served = await asyncio.to_thread(admin.served_models)
+            loaded_here = version.served_name not in served
+            if loaded_here:
+                await asyncio.to_thread(admin.load_adapter, version.served_name, version.adapter or "")
+        except VllmAdminError as exc:
+            admin.close()
+            await self._reject(version, f"loading the adapter failed: {exc}", rollback)
+            raise SwapError(str(exc)) from exc
+        try:
+            return await self._canary(version, url)
+        except CanaryFailed as exc:
+            if loaded_here:
+                await asyncio.to_thread(_quietly, admin.unload_adapter, version.served_name)
+            await self._reject(version, str(exc), rollback)
+            raise
+        finally:
+            admin.close()
+
+    # -- full weights, one engine ------------------------------------------------------------------
+    async def _serve_in_place(self, version: ModelVersion, current: ModelVersion | None) -> dict[str, Any]:
+        if (
+            current is not None
+            and current.kind != Kind.ADAPTER
+            and current.served_name != version.served_name
+        ):
+            raise SwapError(f"{version.name} is served as {version.served_name!r} but the engine serves "
+                            f"{current.served_name!r}: an in-place swap keeps the engine's name")  # fmt: skip
+        if not version.base:
+            raise SwapError(f"{version.name} has no checkpoint path")
+        token = f"hold-{uuid.uuid4().hex[:12]}"
+        await asyncio.to_thread(
+            self.jobs.acquire, HOLD_LOCK, token, ttl_s=self.settings.lock_ttl_s, owner=self.owner
+        )
+        admin = self._admin(self.policy.base_url)
+        try:
+            await asyncio.sleep(self.settings.hold_grace_s)  # every replica has seen the hold
+            await self._drain()
+            previous_weights = self._weights_in_engine(version.served_name, current)
+            await asyncio.to_thread(admin.reload_weights, version.base)
+            await asyncio.to_thread(self.registry.set_alias, LOADED + version.served_name, version.name,
+                                    actor="swap")  # fmt: skip
+            try:
+                return await self._canary(version, self.policy.base_url)
+            except CanaryFailed as exc:
+                if previous_weights is not None:
+                    await asyncio.to_thread(admin.reload_weights, previous_weights[1])
+                    await asyncio.to_thread(self.registry.set_alias, LOADED + version.served_name,
+                                            previous_weights[0], actor="swap")  # fmt: skip
+                await self._reject(version, str(exc), False)
+                raise
+        except VllmAdminError as exc:
+            raise SwapError(f"in-place reload of {version.name} failed: {exc}") from exc
+        finally:
+            admin.close()
+            await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
+
+    def _weights_in_engine(self, served_name: str, current: ModelVersion | None) -> tuple[str, str] | None:
+        """(version, checkpoint path) the engine holds now, to restore if the canary fails."""
+        held = self.registry.aliases().get(LOADED + served_name)
+        version = self.registry.get(held) if held else current
+        if version is None or version.kind == Kind.ADAPTER or not version.base:
+            return None
+        return version.name, version.base
+
+    async def _drain(self) -> None:
+        deadline = time.monotonic() + self.settings.drain_timeout_s
+        while True:
+            running = await asyncio.to_thread(self.store.count, EpisodeStatus.RUNNING)
+            if not running:
+                return
+            if time.monotonic() > deadline:
+                raise SwapError(f"{running} episode(s) still running after {self.settings.drain_timeout_s:.0f}s; "
+                                "the swap is called off and they keep the old weights")  # fmt: skip
+            await asyncio.sleep(0.25)
+
+    # -- full weights, a second engine -------------------------------------------------------------
+    async def _serve_blue_green(self, version: ModelVersion) -> dict[str, Any]:
+        url = version.endpoint
+        if url is None or not self._admin(url).healthy():
+            if not self.settings.launch_command:
+                raise SwapError(
+                    f"{version.name} needs an engine of its own and swap.launch_command is not set"
+                )
+            url = await asyncio.to_thread(self._launch, version)
+        try:
+            canary = await self._canary(version, url)
+        except CanaryFailed as exc:
+            self._stop_engine(url)
+            await self._reject(version, str(exc), False)
+            raise
+        await asyncio.to_thread(self.registry.set_endpoint, version.name, url, actor="swap")
+        return canary
+
+    def _launch(self, version: ModelVersion) -> str:
+        with socket.socket() as sock:
+            sock.bind((self.settings.launch_host, 0))
+            port = sock.getsockname()[1]
+        assert self.settings.launch_command is not None
+        command = self.settings.launch_command.format(weights=shlex.quote(version.base or ""), port=port,
+                                                      served_name=shlex.quote(version.served_name))  # fmt: skip
+        url = f"http://{self.settings.launch_host}:{port}"
+        log.info("starting an engine for %s: %s", version.name, command)
+        proc = subprocess.Popen(shlex.split(command), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)  # fmt: skip
+        self.engines[url] = proc
+        admin = self._admin(url)
+        try:
+            deadline = time.monotonic() + self.settings.launch_timeout_s
+            while time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise SwapError(f"the engine for {version.name} exited with {proc.returncode}: {command}")
+                if admin.healthy():
+                    return url
+                time.sleep(1.0)
+            raise SwapError(
+                f"the engine for {version.name} was not healthy after {self.settings.launch_timeout_s}s"
+            )
+        except SwapError:
+            self._stop_engine(url)
+            raise
+        finally:
+            admin.close()
+
+    def _stop_engine(self, url: str) -> None:
+        proc = self.engines.pop(url, None)
+        if proc is None:
+            return  # not ours to stop
+        import os
+        import signal
+
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        log.info("stopped the engine at %s", url)
+
+    # -- after a swap ------------------------------------------------------------------------------
+    def _retire_later(self, old: ModelVersion, new: ModelVersion) -> None:
+        """Unload the old adapter, or stop the old blue/green engine, once its episodes are done."""
+        if old.kind != Kind.ADAPTER and not (old.endpoint and old.endpoint != new.endpoint):
+            return
+
+        async def retire() -> None:
+            while await asyncio.to_thread(self.store.count, EpisodeStatus.RUNNING, model_version=old.name):
+                await asyncio.sleep(1.0)
+            if (await asyncio.to_thread(self.registry.aliases)).get(DEFAULT_ALIAS) == old.name:
+                return  # rolled back to it in the meantime
+            if old.kind == Kind.ADAPTER:
+                admin = self._admin(self._url(old))
+                await asyncio.to_thread(_quietly, admin.unload_adapter, old.served_name)
+                admin.close()
+            elif old.endpoint:
+                self._stop_engine(old.endpoint)
+
+        task = asyncio.create_task(retire(), name=f"retire-{old.name}")
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    async def _reject(self, version: ModelVersion, reason: str, rollback: bool) -> None:
+        log.warning("%s failed its swap: %s", version.name, reason)
+        if rollback:
+            return  # the version rolled back to stays what it was; the caller reports the failure
+        try:
+            await asyncio.to_thread(
+                self.registry.reject, version.name, actor="canary", detail={"reason": reason}
+            )
+        except RegistryError as exc:
+            log.warning("could not mark %s rejected: %s", version.name, exc)
+
+    # -- the canary --------------------------------------------------------------------------------
+    async def _canary(self, version: ModelVersion, url: str) -> dict[str, Any]:
+        client = VllmPolicy(
+            self.policy.model_copy(update={"base_url": url, "max_retries": 1}), prompt=self.prompt
+        )
+        turns = canary_turns(self.settings.canary_goal, self.prompt)
+        start = time.perf_counter()
+        try:
+            result = await client.predict(turns, sampling=SamplingSettings(temperature=0.0,
+                                          max_tokens=self.settings.canary_max_tokens), model=version.served_name)  # fmt: skip
+        except Exception as exc:
+            raise CanaryFailed(f"the canary request to {version.name} failed: {exc}") from exc
+        finally:
+            await client.aclose()
+        seconds = time.perf_counter() - start
+        record = {
+            "ok": result.parsed.action is not None,
+            "seconds": round(seconds, 3),
+            "raw": result.raw[:500],
+        }
+        if result.parsed.action is None:
+            why = result.parsed.error.reason.value if result.parsed.error else "no action"
+            raise CanaryFailed(
+                f"the canary answer of {version.name} does not parse ({why}): {result.raw[:200]!r}"
+            )
+        record["action"] = result.parsed.action.to_dict()
+        return record
+
+
+def _quietly(call: Any, *args: Any) -> None:
+    try:
+        call(*args)
+    except VllmAdminError as exc:
+        log.warning("%s", exc)

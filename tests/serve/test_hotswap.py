@@ -1,0 +1,209 @@
+"""Hot swaps into the real vLLM CPU server while the service runs tasks on simulated phones.
+
+The engine starts on the SFT-trained tiny model (the ``base`` version). A LoRA adapter trained
+further on other tasks is swapped in while 8 episodes run: none fails, each step records the
+version that produced it, and the adapter serves afterwards with other greedy output. A broken
+adapter and a broken full checkpoint fail their canaries and the old version keeps serving;
+rollbacks restore the previous version; a full checkpoint goes in place (new tasks wait, running
+ones finish, then the weights reload).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agent.episode import EpisodeSettings
+from agent.geometry import ResizeSettings
+from agent.vllm_policy import VllmSettings
+from serve.swap import SwapSettings
+from tests.conftest import vllm_server
+from tests.training import RESIZE, uis1, write_config
+
+pytestmark = pytest.mark.timeout(1500)
+SERVED = "uis1-policy"
+GOALS = ["Turn on Wi-Fi", "Turn Bluetooth on", "Turn on airplane mode", "Turn off Wi-Fi"]
+
+
+@pytest.fixture(scope="module")
+def adapters(sft_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A LoRA adapter trained further (SFT on other tasks), the same merged into a full checkpoint,
+    and a broken adapter (huge random weights)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from train.checkpoints import merge_adapter
+
+    root = tmp_path_factory.mktemp("adapters")
+    config = write_config(root / "lora.yaml", {
+        "model": str(sft_checkpoint), "output_dir": "run", "resize": RESIZE,
+        "data": {"sources": [{"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"]}], "val_fraction": 0.0},
+        "learner": {"lora": {"rank": 8, "alpha": 16}}, "optim": {"lr": 3e-3}, "batch_size": 8, "epochs": 50,
+        "max_steps": 30, "save_every": 30,
+    })  # fmt: skip
+    uis1("train", "sft", "--config", str(config), "--quiet")
+    good = root / "run" / "checkpoints" / "step-000030"
+    broken = root / "broken"
+    import shutil
+
+    shutil.copytree(good, broken)
+    weights = load_file(broken / "adapter_model.safetensors")
+    generator = torch.Generator().manual_seed(0)
+    save_file({k: torch.randn(v.shape, generator=generator) * 50 for k, v in weights.items()},
+              broken / "adapter_model.safetensors")  # fmt: skip
+    merged = merge_adapter(good, root / "merged")
+    return {"good": good, "broken": broken, "merged": merged}
+
+
+@pytest.fixture(scope="module")
+def vllm(sft_checkpoint: Path) -> Iterator[dict[str, Any]]:
+    with vllm_server(sft_checkpoint, served_name=SERVED, env={"VLLM_SERVER_DEV_MODE": "1"}) as server:
+        yield server
+
+
+def greedy(base_url: str, model: str, goal: str) -> str:
+    """The engine's greedy answer for a fixed screenshot and goal (the canary request)."""
+    from agent.prompt import PromptSettings, to_openai_messages
+    from serve.swap import canary_turns
+
+    prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
+    body = {"model": model, "messages": to_openai_messages(canary_turns(goal, prompt), prompt),
+            "temperature": 0.0, "max_tokens": 96}  # fmt: skip
+    response = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=120)
+    response.raise_for_status()
+    return str(response.json()["choices"][0]["message"]["content"])
+
+
+def wait_until(check: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def test_swaps_under_load_canaries_and_rollbacks_on_the_real_vllm_server(  # type: ignore[no-untyped-def]
+    make_service, fleet, vllm, sft_checkpoint, tiny_model_dir, adapters
+) -> None:
+    from agent.checkpoint import load_processor, vision_token_ids
+
+    while len(fleet.devices) < 8:
+        fleet.add()
+    suppress = tuple(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
+    service = make_service(
+        own_policy=True, resize=ResizeSettings(**RESIZE),
+        policy=VllmSettings(base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120),
+        swap=SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, hold_grace_s=1.0, auto_promote=False),
+        # Slow steps (2 s for the screen to settle) keep the 8 episodes running across the swap.
+        episode=EpisodeSettings(settle_s=2.0, max_steps=8, sampling={"max_tokens": 96}),
+    )  # fmt: skip
+    admin, agent = service.client(service.admin), service.client(service.agent)
+    for body in ({"name": "sft", "served_name": SERVED, "base": str(sft_checkpoint), "kind": "base"},
+                 {"name": "lora-good", "base": str(sft_checkpoint), "adapter": str(adapters["good"]), "parent": "sft"},
+                 {"name": "lora-broken", "base": str(sft_checkpoint), "adapter": str(adapters["broken"])},
+                 {"name": "full-merged", "served_name": SERVED, "base": str(adapters["merged"]), "kind": "full",
+                  "parent": "lora-good"},
+                 {"name": "full-broken", "served_name": SERVED, "base": str(tiny_model_dir), "kind": "full"}):  # fmt: skip
+        assert admin.post("/v1/models", json=body).status_code == 201, body
+    assert admin.post("/v1/models/promote", json={"version": "sft"}).json()["default"] == "sft"
+    before = greedy(vllm["base_url"], SERVED, "Turn off Wi-Fi")
+
+    def submit(count: int) -> list[str]:
+        ids = []
+        for k in range(count):
+            response = agent.post("/v1/tasks", json={"goal": GOALS[k % len(GOALS)],
+                                                     "device": {"serial": fleet.devices[k].serial}})  # fmt: skip
+            assert response.status_code == 202, response.text
+            ids.append(response.json()["id"])
+        return ids
+
+    def task(task_id: str) -> dict[str, Any]:
+        return dict(agent.get(f"/v1/tasks/{task_id}").json())
+
+    def trajectory(task_id: str) -> dict[str, Any]:
+        """The task's record with its steps."""
+        body = agent.get(f"/v1/trajectories/{task_id}").json()
+        return {**body["task"], "steps": body["steps"]}
+
+    def finished(ids: list[str]) -> bool:
+        return all(task(i)["status"] not in ("pending", "running") for i in ids)
+
+    # -- an adapter swapped in while 8 episodes run -------------------------------------------------
+    running = submit(8)
+    wait_until(lambda: all(task(i)["status"] == "running" and task(i)["steps"] >= 1 for i in running), 300,
+               "8 running episodes")  # fmt: skip
+    swap_started = time.time()
+    promoted = admin.post("/v1/models/promote", json={"version": "lora-good"}, timeout=300)
+    swap_done = time.time()
+    assert promoted.status_code == 200, promoted.text
+    assert promoted.json()["default"] == "lora-good"
+    assert any(task(i)["status"] == "running" for i in running)  # the swap did not wait for them
+    wait_until(lambda: finished(running), 600, "the 8 episodes to end")
+    for task_id in running:
+        record = trajectory(task_id)
+        assert record["status"] != "error", record.get("error")  # no request failed
+        assert record["model_version"] == "sft"
+        assert {s["model_version"] for s in record["steps"]} == {"sft"}  # started on sft, kept it
+        assert all(s["raw_response"] for s in record["steps"])
+    after = submit(2)
+    wait_until(lambda: finished(after), 300, "tasks after the swap")
+    for task_id in after:
+        record = trajectory(task_id)
+        assert {s["model_version"] for s in record["steps"]} == {"lora-good"}
+    assert greedy(vllm["base_url"], "lora-good", "Turn off Wi-Fi") != before  # other weights, other output
+    assert swap_done - swap_started < 60
+
+    # -- a broken adapter fails its canary; the good one keeps serving ------------------------------
+    refused = admin.post("/v1/models/promote", json={"version": "lora-broken"}, timeout=300)
+    assert refused.status_code == 409
+    assert "canary" in refused.json()["detail"]
+    models = agent.get("/v1/models").json()
+    assert models["default"] == "lora-good"
+    assert {v["name"]: v["state"] for v in models["versions"]}["lora-broken"] == "rejected"
+    served = httpx.get(f"{vllm['base_url']}/v1/models").json()["data"]
+    assert "lora-broken" not in {m["id"] for m in served}  # unloaded again
+
+    # -- rollback restores the previous version -----------------------------------------------------
+    rolled = admin.post("/v1/models/rollback", json={"reason": "test"}, timeout=300).json()
+    assert rolled["default"] == "sft"
+    assert {v["name"]: v["state"] for v in rolled["versions"]}["lora-good"] == "rejected"
+    back = submit(1)
+    wait_until(lambda: finished(back), 300, "a task after the rollback")
+    assert {s["model_version"] for s in trajectory(back[0])["steps"]} == {"sft"}
+
+    # -- a full checkpoint in place: new tasks wait, running ones finish, then the weights reload ---
+    running = submit(2)
+    wait_until(lambda: all(task(i)["status"] == "running" for i in running), 300, "2 running episodes")
+    promoted = admin.post("/v1/models/promote", json={"version": "full-merged"}, timeout=600)
+    assert promoted.status_code == 200, promoted.text
+    for task_id in running:
+        record = trajectory(task_id)
+        assert record["status"] != "error", record.get("error")
+        assert record["status"] not in ("pending", "running")  # drained before the reload
+        assert {s["model_version"] for s in record["steps"]} == {"sft"}
+    merged_answer = greedy(vllm["base_url"], SERVED, "Turn off Wi-Fi")
+    assert merged_answer != before
+    later = submit(1)
+    wait_until(lambda: finished(later), 300, "a task after the in-place swap")
+    assert {s["model_version"] for s in trajectory(later[0])["steps"]} == {"full-merged"}
+    # A task that asks for the weights the engine no longer holds is refused, not served wrongly.
+    stale = agent.post("/v1/tasks", json={"goal": "Turn on Wi-Fi", "model": "sft"})
+    assert stale.status_code == 422
+    assert "not being served" in stale.text
+
+    # -- a broken full checkpoint fails its canary; the previous weights are reloaded ---------------
+    refused = admin.post("/v1/models/promote", json={"version": "full-broken"}, timeout=600)
+    assert refused.status_code == 409
+    assert agent.get("/v1/models").json()["default"] == "full-merged"
+    assert greedy(vllm["base_url"], SERVED, "Turn off Wi-Fi") == merged_answer
+
+    # -- and rolled back in place -------------------------------------------------------------------
+    assert admin.post("/v1/models/rollback", json={}, timeout=600).json()["default"] == "sft"
+    assert greedy(vllm["base_url"], SERVED, "Turn off Wi-Fi") == before

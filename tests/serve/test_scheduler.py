@@ -1,0 +1,128 @@
+"""The cron schedule, the evaluation gate's decisions, and scheduled jobs started once across
+replicas, run as child processes and recorded (a job process that dies is marked failed)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agent.registry import ModelVersion
+from serve.gate import GateSettings, decide
+from serve.scheduler import Cron, CronError, Scheduler, SchedulerSettings
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("expression", "after", "expected"),
+    [
+        ("0 2 * * *", "2026-12-03T01:59:30", "2026-12-03T02:00"),
+        ("0 2 * * *", "2026-12-03T02:00:00", "2026-12-04T02:00"),  # strictly after
+        ("*/15 * * * *", "2026-12-03T10:07", "2026-12-03T10:15"),
+        ("5,35 9-10 * * *", "2026-12-03T10:36", "2026-12-04T09:05"),
+        ("0 0 * * 1-5", "2026-12-04T12:00", "2026-12-07T00:00"),  # Friday noon -> Monday
+        ("0 0 * * 7", "2026-12-03T00:00", "2026-12-06T00:00"),  # 7 is Sunday too
+        ("0 0 29 2 *", "2026-03-01T00:00", "2028-02-29T00:00"),
+        ("0 12 1 * 3", "2026-12-01T13:00", "2026-12-02T12:00"),  # day of month OR Wednesday
+        ("@hourly", "2026-12-03T10:30", "2026-12-03T11:00"),
+        ("@nightly", "2026-12-03T10:30", "2026-12-04T02:00"),
+    ],
+)
+def test_next_fire_times(expression: str, after: str, expected: str) -> None:
+    assert Cron(expression).next_after(at(after)) == at(expected)
+
+
+@pytest.mark.parametrize(
+    "bad", ["0 2 * *", "60 * * * *", "* 24 * * *", "*/0 * * * *", "a * * * *", "5-1 * * * *"]
+)
+def test_bad_expressions_are_refused_with_the_field(bad: str) -> None:
+    with pytest.raises(CronError):
+        Cron(bad)
+    with pytest.raises(ValueError, match="cron"):
+        SchedulerSettings(cron=bad)
+
+
+def test_a_time_zone_shifts_the_schedule() -> None:
+    scheduler = Scheduler(None, SchedulerSettings(cron="0 2 * * *", timezone="Asia/Tokyo"))  # type: ignore[arg-type]
+    fire = scheduler.next_fire(at("2026-12-03T00:00"))
+    assert fire.astimezone(UTC) == at("2026-12-03T17:00")  # 02:00 in Tokyo
+
+
+def version(candidate: dict, baseline: dict | None) -> ModelVersion:  # type: ignore[type-arg]
+    evaluation = (
+        {"candidate": candidate, "baseline": {"version": "v1", "scores": baseline}} if baseline else None
+    )
+    return ModelVersion("v2", "v2", "/m", None, "candidate", at("2026-12-03T00:00"),
+                        {"evaluation": evaluation} if evaluation else {})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("candidate", "baseline", "passed", "phrase"),
+    [
+        ({"sop": {"score": 0.50, "tsr": 0.4}, "online": {"success_rate": 0.5}},
+         {"sop": {"score": 0.51, "tsr": 0.4}, "online": {"success_rate": 0.5}}, True, "within tolerance"),
+        ({"sop": {"score": 0.40, "tsr": 0.4}}, {"sop": {"score": 0.50, "tsr": 0.4}}, False,
+         "sop.score fell from 0.5000 to 0.4000"),
+        ({"sop": None, "online": {"success_rate": 0.25}}, {"sop": None, "online": {"success_rate": 0.5}}, False,
+         "online.success_rate fell"),
+        ({"sop": None, "online": None}, {"sop": None, "online": None}, False, "no metric was measured"),
+        ({"sop": {"score": 0.5, "tsr": 0.5}}, None, False, "carries no evaluation"),
+    ],
+)  # fmt: skip
+def test_the_gate_compares_each_measured_metric(candidate: dict, baseline: dict | None, passed: bool,  # type: ignore[type-arg]
+                                                phrase: str) -> None:  # fmt: skip
+    decision = decide(version(candidate, baseline))
+    assert decision.passed is passed
+    assert any(phrase in r for r in decision.reasons), decision.reasons
+
+
+def test_the_gate_can_demand_an_improvement() -> None:
+    same = {"sop": {"score": 0.5, "tsr": 0.5}}
+    assert decide(version(same, same)).passed
+    assert not decide(version(same, same), GateSettings(require_improvement=True)).passed
+
+
+def test_each_fire_time_starts_one_job_across_schedulers_and_a_dead_job_is_marked_failed(
+    store,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    import sqlalchemy as sa
+
+    from agent.jobs import JobStore
+
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM jobs"))
+    jobs = JobStore(store.engine)
+    config = tmp_path / "retrain.yaml"
+    config.write_text("work_dir: x\n")
+    # A "retrain" that dies at once without a word, as a process killed by the kernel would.
+    dies = [sys.executable, "-c", "import sys; print('out of memory', file=sys.stderr); sys.exit(137)"]
+    settings = SchedulerSettings(retrain_config=config, command=dies)
+    ended = []
+
+    async def remember(job) -> None:  # type: ignore[no-untyped-def]
+        ended.append(job)
+
+    async def both() -> None:
+        one, two = (
+            Scheduler(jobs, settings, on_job_end=remember),
+            Scheduler(jobs, settings, on_job_end=remember),
+        )
+        fire = at("2026-12-03T02:00")
+        started = [await one.fire(fire), await two.fire(fire)]
+        assert sum(j is not None for j in started) == 1
+        await asyncio.gather(*[t for s in (one, two) for t in s._running.values()])
+
+    asyncio.run(both())
+    (job,) = jobs.list("retrain")
+    assert job.trigger == "schedule"
+    assert job.slot == "2026-12-03T02:00+0000"
+    assert job.status == "failed"
+    assert job.reason == "exit status 137: out of memory"
+    assert [j.id for j in ended] == [job.id]
