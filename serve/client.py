@@ -59,8 +59,10 @@ class AgentClient:
     def cancel(self, task_id: str) -> TaskResponse:
         return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/cancel"))
 
-    def feedback(self, task_id: str, outcome: str, comment: str | None = None) -> FeedbackResponse:
-        body = {"outcome": outcome, "comment": comment}
+    def feedback(self, task_id: str, outcome: str, comment: str | None = None, *,
+                 source: str = "client") -> FeedbackResponse:  # fmt: skip
+        """``source``: ``client`` (a person judged) or ``checker`` (a program checked the device)."""
+        body = {"outcome": outcome, "comment": comment, "source": source}
         return FeedbackResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/feedback", json=body))
 
     def pause(self, task_id: str) -> TaskResponse:

@@ -179,6 +179,8 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
             result = client.task(task_id)
             ok = task.is_successful(device.phone, Outcome(answer=result.answer))
             failures += not ok
+            # The check is a trusted label: this episode can become training data (`uis1 retrain`).
+            client.feedback(task_id, "success" if ok else "failure", source="checker")
             typer.echo(f"  checked on the phone: {'done' if ok else 'not done'}")
             typer.echo(f"  viewer: {base}/viewer/tasks/{task_id}#key={token}")
         typer.echo(f"\n{len(submitted) - failures}/{len(submitted)} tasks done with {choice.name}.")

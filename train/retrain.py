@@ -38,6 +38,7 @@ from agent.settings import AgentSettings, StoreSettings
 from agent.trajectory import utcnow
 from train.curation import CuratedSet, CurationSettings, curate_store
 from train.data import InterchangeSource, Source
+from train.judge import JudgeSettings
 from train.online import OnlineSettings
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ class RetrainConfig(BaseModel):
     version_prefix: str = Field("uis1", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,40}$")
     min_new_episodes: int = Field(20, ge=0)
     curation: CurationSettings = CurationSettings()
+    # A judge model labels unlabelled episodes before curation; its verdicts are then trusted.
+    judge: JudgeSettings = JudgeSettings()
     extra_sources: list[Source] = Field(default_factory=list)  # expert data mixed into every run
     stages: list[Literal["sft", "rl"]] = Field(default_factory=lambda: ["rl"], min_length=1)  # type: ignore[arg-type]
     sft: dict[str, Any] = Field(default_factory=dict)  # SFTConfig fields (model, data, output_dir are set)
@@ -164,6 +167,11 @@ def retrain(config: RetrainConfig, *, job_id: str | None = None, trigger: str = 
         try:
             jobs.update(job.id, status=JobStatus.RUNNING)
             with _Heartbeat(jobs, job.id, config.lock_ttl_s):
+                if config.judge.enabled:
+                    from train.judge import judge_episodes
+
+                    jobs.update(job.id, detail={"stage": "judge"})
+                    jobs.update(job.id, detail={"judge": judge_episodes(store, config.judge)})
                 return _work(config, job, abandoned, jobs, registry, progress=progress)
         except BaseException as exc:
             reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
@@ -256,9 +264,10 @@ def _curate(config: RetrainConfig, job_dir: Path, jobs: JobStore) -> CuratedSet:
 
         manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
         return CuratedSet(out, load_jsonl(out / "train.jsonl"), load_jsonl(out / "holdout.jsonl"), manifest)
-    return curate_store(
-        config.store.url, config.store.screenshot_dir, out, config.curation, previous=previous
+    settings = (
+        config.curation.model_copy(update={"trust_judge": True}) if config.judge.enabled else config.curation
     )
+    return curate_store(config.store.url, config.store.screenshot_dir, out, settings, previous=previous)
 
 
 def _train(stage: str, stage_config: Any, progress: bool) -> Path:

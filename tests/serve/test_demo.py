@@ -17,6 +17,16 @@ def test_the_demo_runs_its_tasks_to_success_with_the_expert_policy(tmp_path: Pat
     assert "4/4 tasks done" in out
     assert (tmp_path / "trajectories.db").is_file()
     assert any((tmp_path / "screenshots").rglob("*.png"))
+    # Each task's check on the phone is stored as a trusted label, so the traffic is training data.
+    from agent.store import TrajectoryStore
+    from train.curation import CurationSettings, curate
+
+    store = TrajectoryStore(f"sqlite:///{tmp_path / 'trajectories.db'}", tmp_path / "screenshots")
+    episodes = list(store.iter_all())
+    assert {(e.is_successful, e.labels.get("label_source")) for e in episodes} == {(True, "checker")}
+    curated = curate(episodes, tmp_path / "curated", CurationSettings(holdout_fraction=0.0))
+    assert len(curated.train) == 4
+    store.engine.dispose()
 
 
 def test_the_demo_says_plainly_that_the_tiny_model_cannot_do_tasks(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -207,3 +207,107 @@ def test_swaps_under_load_canaries_and_rollbacks_on_the_real_vllm_server(  # typ
     # -- and rolled back in place -------------------------------------------------------------------
     assert admin.post("/v1/models/rollback", json={}, timeout=600).json()["default"] == "sft"
     assert greedy(vllm["base_url"], SERVED, "Turn off Wi-Fi") == before
+
+
+def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # type: ignore[no-untyped-def]
+    make_service, fleet, vllm, sft_checkpoint, tmp_path
+) -> None:
+    """The whole loop: tasks run on the real vLLM server, the simulated phones' checks label them
+    through the feedback API, ``POST /v1/jobs`` runs ``uis1 retrain`` in a child process, the gate
+    passes its candidate, and the swap puts it into the engine, which then answers with its weights."""
+    from agent.checkpoint import load_processor, vision_token_ids
+    from devices.sim.tasks import TASKS, Outcome
+    from serve.gate import GateSettings
+    from serve.scheduler import SchedulerSettings
+
+    store_dir = tmp_path / "retrain"
+    config = write_config(tmp_path / "retrain.yaml", {
+        "work_dir": str(store_dir), "served_name": SERVED, "version_prefix": "nightly", "min_new_episodes": 0,
+        "curation": {"holdout_fraction": 0.0}, "stages": ["sft"], "resize": RESIZE,
+        "extra_sources": [{"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"]}],
+        "sft": {"max_steps": 5, "batch_size": 4, "optim": {"lr": 3e-3}, "save_every": 5, "epochs": 10},
+        "evaluation": {"holdout": False, "max_new_tokens": 72,
+                       "online": {"tasks": ["wifi_on"], "max_steps": 3, "max_new_tokens": 72}},
+    })  # fmt: skip
+    suppress = tuple(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
+    service = make_service(
+        own_policy=True, resize=ResizeSettings(**RESIZE),
+        policy=VllmSettings(base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120),
+        swap=SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, hold_grace_s=1.0,
+                          gate=GateSettings(sop_score_tolerance=1.0, sop_tsr_tolerance=1.0, online_tolerance=1.0)),
+        scheduler=SchedulerSettings(retrain_config=config),
+        episode=EpisodeSettings(settle_s=0.0, max_steps=6, sampling={"max_tokens": 96}),
+    )  # fmt: skip
+    # The retraining job reads the service's own store.
+    body = yaml_load(config)
+    body["store"] = {
+        "url": service.settings.store.url,
+        "screenshot_dir": str(service.settings.store.screenshot_dir),
+    }
+    write_config(config, body)
+    admin, agent = service.client(service.admin), service.client(service.agent)
+    registered = admin.post("/v1/models", json={"name": "sft", "served_name": SERVED, "base": str(sft_checkpoint),
+                                                "kind": "base"})  # fmt: skip
+    assert registered.status_code in (201, 409)  # 409: the module's first test registered it in its own store
+    assert admin.post("/v1/models/promote", json={"version": "sft"}).json()["default"] == "sft"
+
+    successes = 0
+    for k, name in enumerate(["wifi_on", "bluetooth_on", "airplane_mode_on"]):
+        task = TASKS[name].create(0)
+        device = fleet.devices[k]
+        task.initialize(device.phone)
+        task_id = agent.post(
+            "/v1/tasks", json={"goal": task.goal, "device": {"serial": device.serial}}
+        ).json()["id"]
+        wait_until(lambda i=task_id: agent.get(f"/v1/tasks/{i}").json()["status"] not in ("pending", "running"),
+                   300, "a task")  # fmt: skip
+        answer = agent.get(f"/v1/tasks/{task_id}").json()["answer"]
+        ok = task.is_successful(device.phone, Outcome(answer=answer))
+        successes += ok
+        feedback = agent.post(f"/v1/tasks/{task_id}/feedback",
+                              json={"outcome": "success" if ok else "failure", "source": "checker"})  # fmt: skip
+        assert feedback.status_code == 200
+
+    before = logprob(vllm["base_url"], SERVED)
+    job = admin.post("/v1/jobs", json={})
+    assert job.status_code == 202, job.text
+    job_id = job.json()["id"]
+    done = wait_until(lambda: (j := agent.get(f"/v1/jobs/{job_id}").json())["status"] in ("succeeded", "failed",
+                                                                                           "skipped") and j, 900,
+                      "the retraining job")  # fmt: skip
+    assert done["status"] == "succeeded", done["reason"]
+    assert done["trigger"].startswith("api:")
+    assert done["detail"]["curated"]["train"] == successes  # the checked successes became training data
+    candidate = done["detail"]["candidate"]
+    promoted = wait_until(lambda: agent.get("/v1/models").json()["default"] == candidate, 300, "the swap")
+    assert promoted
+    record = agent.get(f"/v1/models/{candidate}").json()
+    assert record["state"] == "promoted"
+    assert record["parent"] == "sft"
+    assert record["info"]["gate"]["passed"] is True
+    assert record["info"]["gate"]["baseline_version"] == "sft"
+    assert record["events"][0]["event"] == "promoted"  # newest first
+    assert logprob(vllm["base_url"], SERVED) != pytest.approx(
+        before, abs=1e-6
+    )  # the engine holds new weights
+    listed = agent.get("/v1/jobs").json()["jobs"]
+    assert listed[0]["id"] == job_id
+
+
+def yaml_load(path: Path) -> dict[str, Any]:
+    import yaml
+
+    return dict(yaml.safe_load(path.read_text()))
+
+
+def logprob(base_url: str, model: str) -> float:
+    """The log-probability the engine gives its first greedy token for the canary request."""
+    from agent.prompt import PromptSettings, to_openai_messages
+    from serve.swap import canary_turns
+
+    prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
+    body = {"model": model, "messages": to_openai_messages(canary_turns("Turn off Wi-Fi", prompt), prompt),
+            "temperature": 0.0, "max_tokens": 4, "logprobs": True}  # fmt: skip
+    response = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=120)
+    response.raise_for_status()
+    return float(response.json()["choices"][0]["logprobs"]["content"][0]["logprob"])
