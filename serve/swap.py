@@ -68,6 +68,10 @@ class SwapSettings(BaseModel):
     launch_command: str | None = None
     launch_host: str = "127.0.0.1"
     launch_timeout_s: float = Field(900.0, gt=0)
+    # The old adapter is unloaded (the old blue/green engine stopped) no sooner than this after the
+    # swap, and only once no running episode uses it: requests that chose it just before the flip
+    # are still on their way.
+    retire_after_s: float = Field(30.0, ge=0)
     auto_promote: bool = True  # the watcher gates and swaps candidates the retraining job registers
     watch_interval_s: float = Field(30.0, gt=0)
     gate: GateSettings = GateSettings()
@@ -403,6 +407,7 @@ class HotSwapController:
             return
 
         async def retire() -> None:
+            await asyncio.sleep(self.settings.retire_after_s)
             while await asyncio.to_thread(self.store.count, EpisodeStatus.RUNNING, model_version=old.name):
                 await asyncio.sleep(1.0)
             if (await asyncio.to_thread(self.registry.aliases)).get(DEFAULT_ALIAS) == old.name:

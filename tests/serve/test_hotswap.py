@@ -224,10 +224,11 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
     config = write_config(tmp_path / "retrain.yaml", {
         "work_dir": str(store_dir), "served_name": SERVED, "version_prefix": "nightly", "min_new_episodes": 0,
         "curation": {"holdout_fraction": 0.0}, "stages": ["sft"], "resize": RESIZE,
-        "extra_sources": [{"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"]}],
-        "sft": {"max_steps": 5, "batch_size": 4, "optim": {"lr": 3e-3}, "save_every": 5, "epochs": 10},
+        # A gentle step on the data the engine's model was trained on: new weights, still sane answers.
+        "extra_sources": [{"kind": "sim", "tasks": ["wifi_on", "bluetooth_on", "airplane_mode_on"]}],
+        "sft": {"max_steps": 4, "batch_size": 4, "optim": {"lr": 3e-4}, "save_every": 4, "epochs": 10},
         "evaluation": {"holdout": False, "max_new_tokens": 72,
-                       "online": {"tasks": ["wifi_on"], "max_steps": 3, "max_new_tokens": 72}},
+                       "online": {"tasks": ["wifi_on"], "max_steps": 2, "max_new_tokens": 72}},
     })  # fmt: skip
     suppress = tuple(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
     service = make_service(
@@ -292,6 +293,9 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
     )  # the engine holds new weights
     listed = agent.get("/v1/jobs").json()["jobs"]
     assert listed[0]["id"] == job_id
+    # Rolled back in place, the engine answers with the SFT weights again.
+    assert admin.post("/v1/models/rollback", json={"reason": "test"}, timeout=600).json()["default"] == "sft"
+    assert logprob(vllm["base_url"], SERVED) == pytest.approx(before, abs=1e-4)
 
 
 def yaml_load(path: Path) -> dict[str, Any]:
@@ -311,3 +315,52 @@ def logprob(base_url: str, model: str) -> float:
     response = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=120)
     response.raise_for_status()
     return float(response.json()["choices"][0]["logprobs"]["content"][0]["logprob"])
+
+
+def test_a_full_checkpoint_goes_blue_green_onto_a_second_engine_and_back(  # type: ignore[no-untyped-def]
+    make_service, fleet, vllm, sft_checkpoint, adapters
+) -> None:
+    """With a launch command the controller starts a second vLLM on the new weights, canaries it,
+    records its URL on the version and routes new tasks there; after a rollback it stops it."""
+    from agent.checkpoint import load_processor, vision_token_ids
+    from tests.conftest import REPO
+
+    launch = f"env UIS1_SERVED_MODEL_NAME={{served_name}} {REPO / 'scripts' / 'vllm-cpu'} serve {{weights}} --port {{port}}"
+    suppress = tuple(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
+    service = make_service(
+        own_policy=True, resize=ResizeSettings(**RESIZE),
+        policy=VllmSettings(base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120),
+        swap=SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, auto_promote=False,
+                          launch_command=launch, launch_timeout_s=400, retire_after_s=1.0),
+        episode=EpisodeSettings(settle_s=0.0, max_steps=4, sampling={"max_tokens": 96}),
+    )  # fmt: skip
+    admin, agent = service.client(service.admin), service.client(service.agent)
+    for body in ({"name": "sft", "served_name": SERVED, "base": str(sft_checkpoint), "kind": "base"},
+                 {"name": "green", "base": str(adapters["merged"]), "kind": "full", "parent": "sft"}):  # fmt: skip
+        assert admin.post("/v1/models", json=body).status_code == 201
+    assert admin.post("/v1/models/promote", json={"version": "sft"}).json()["default"] == "sft"
+    promoted = admin.post("/v1/models/promote", json={"version": "green"}, timeout=600)
+    assert promoted.status_code == 200, promoted.text
+    green = agent.get("/v1/models/green").json()
+    url = next(e["detail"]["endpoint"] for e in green["events"] if e["event"] == "endpoint")
+    assert url != vllm["base_url"]
+    assert httpx.get(f"{url}/v1/models").json()["data"][0]["id"] == "green"  # served under its own name
+    task_id = agent.post("/v1/tasks", json={"goal": "Turn off Wi-Fi"}).json()["id"]
+    wait_until(lambda: agent.get(f"/v1/tasks/{task_id}").json()["status"] not in ("pending", "running"), 300,
+               "a task on the green engine")  # fmt: skip
+    steps = agent.get(f"/v1/trajectories/{task_id}").json()["steps"]
+    assert {s["model_version"] for s in steps} == {"green"}
+    assert all(s["raw_response"] for s in steps)
+    # The green engine holds the merged weights; the primary still holds the SFT ones.
+    assert greedy(url, "green", "Turn off Wi-Fi") != greedy(vllm["base_url"], SERVED, "Turn off Wi-Fi")
+    # Rolled back: the primary serves again, and the green engine is stopped once its episodes ended.
+    assert admin.post("/v1/models/rollback", json={}, timeout=300).json()["default"] == "sft"
+
+    def stopped() -> bool:
+        try:
+            httpx.get(f"{url}/health", timeout=2)
+        except httpx.HTTPError:
+            return True
+        return False
+
+    wait_until(stopped, 120, "the green engine to stop")
