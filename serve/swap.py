@@ -127,6 +127,7 @@ class HotSwapController:
         self.routes_changed = routes or (lambda: None)  # this replica's router rereads the registry
         self.engines: dict[str, subprocess.Popen[bytes]] = {}  # blue/green engines this controller started
         self._cleanups: set[asyncio.Task[None]] = set()
+        self._hold_token: str | None = None  # an in-place swap's hold, released once the alias moved
 
     # -- entry points ------------------------------------------------------------------------------
     async def promote(
@@ -196,13 +197,15 @@ class HotSwapController:
             raise SwapError(f"{name} was rejected; promote it with force to try again")
         current = await asyncio.to_thread(self.registry.promoted)
         start = time.perf_counter()
-        path, canary = await self._serve(version, current)
-        detail = (
-            {"reason": reason, "path": path, "canary": canary} if reason else {"path": path, "canary": canary}
-        )
-        previous = await asyncio.to_thread(
-            self.registry.promote, name, actor=actor, force=force, detail=detail
-        )
+        try:
+            path, canary = await self._serve(version, current)
+            detail = {"path": path, "canary": canary} | ({"reason": reason} if reason else {})
+            previous = await asyncio.to_thread(
+                self.registry.promote, name, actor=actor, force=force, detail=detail
+            )
+            self.routes_changed()
+        finally:
+            await self._release_hold()
         result = SwapResult(name, previous, path, time.perf_counter() - start, canary)
         log.info("promoted %s (was %s) by %s in %.2fs", name, previous, path, result.seconds)
         if current is not None and current.name != name:
@@ -219,14 +222,22 @@ class HotSwapController:
             raise SwapError(f"{current.name} has no previous version to roll back to")
         target = await asyncio.to_thread(self.registry.get, previous)
         start = time.perf_counter()
-        path, canary = await self._serve(target, current, rollback=True)
-        restored = await asyncio.to_thread(self.registry.rollback, actor=actor,
-                                           detail={"reason": reason or "rolled back by hand", "path": path})  # fmt: skip
-        self.routes_changed()
+        try:
+            path, canary = await self._serve(target, current, rollback=True)
+            restored = await asyncio.to_thread(self.registry.rollback, actor=actor,
+                                               detail={"reason": reason or "rolled back by hand", "path": path})  # fmt: skip
+            self.routes_changed()
+        finally:
+            await self._release_hold()
         result = SwapResult(restored, current.name, path, time.perf_counter() - start, canary)
         log.info("rolled back from %s to %s by %s in %.2fs", current.name, restored, path, result.seconds)
         self._retire_later(current, target)
         return result
+
+    async def _release_hold(self) -> None:
+        token, self._hold_token = self._hold_token, None
+        if token is not None:
+            await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
 
     def _strategy(self) -> str:
         if self.settings.strategy == "auto":
@@ -296,6 +307,7 @@ class HotSwapController:
             self.jobs.acquire, HOLD_LOCK, token, ttl_s=self.settings.lock_ttl_s, owner=self.owner
         )
         admin = self._admin(self.policy.base_url)
+        previous_weights = None
         try:
             await asyncio.sleep(self.settings.hold_grace_s)  # every replica has seen the hold
             await self._drain()
@@ -303,20 +315,29 @@ class HotSwapController:
             await asyncio.to_thread(admin.reload_weights, version.base)
             await asyncio.to_thread(self.registry.set_alias, LOADED + version.served_name, version.name,
                                     actor="swap")  # fmt: skip
-            try:
-                return await self._canary(version, self.policy.base_url)
-            except CanaryFailed as exc:
-                if previous_weights is not None:
+            canary = await self._canary(version, self.policy.base_url)
+        except (CanaryFailed, VllmAdminError) as exc:
+            if previous_weights is not None:  # put back what the engine held
+                try:
                     await asyncio.to_thread(admin.reload_weights, previous_weights[1])
                     await asyncio.to_thread(self.registry.set_alias, LOADED + version.served_name,
                                             previous_weights[0], actor="swap")  # fmt: skip
+                except VllmAdminError as again:
+                    log.error("could not reload the previous weights %s: %s", previous_weights[1], again)
+            await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
+            if isinstance(exc, CanaryFailed):
                 await self._reject(version, str(exc), False)
                 raise
-        except VllmAdminError as exc:
             raise SwapError(f"in-place reload of {version.name} failed: {exc}") from exc
+        except BaseException:
+            await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
+            raise
         finally:
             admin.close()
-            await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
+        # New episodes stay held until the alias has moved too (the caller releases the hold):
+        # one that started in between would ask for the old version, which the engine no longer has.
+        self._hold_token = token
+        return canary
 
     def _weights_in_engine(self, served_name: str, current: ModelVersion | None) -> tuple[str, str] | None:
         """(version, checkpoint path) the engine holds now, to restore if the canary fails."""

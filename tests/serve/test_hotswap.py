@@ -10,6 +10,7 @@ ones finish, then the weights reload).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,8 +238,10 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
         swap=SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, hold_grace_s=1.0,
                           gate=GateSettings(sop_score_tolerance=1.0, sop_tsr_tolerance=1.0, online_tolerance=1.0)),
         scheduler=SchedulerSettings(retrain_config=config),
-        episode=EpisodeSettings(settle_s=0.0, max_steps=6, sampling={"max_tokens": 96}),
+        episode=EpisodeSettings(settle_s=0.5, max_steps=6, sampling={"max_tokens": 96}),
     )  # fmt: skip
+    while len(fleet.devices) < 8:
+        fleet.add()
     # The retraining job reads the service's own store.
     body = yaml_load(config)
     body["store"] = {
@@ -270,6 +273,8 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
         assert feedback.status_code == 200
 
     before = logprob(vllm["base_url"], SERVED)
+    load = KeepBusy(service.url, service.agent, [d.serial for d in fleet.devices[:8]])
+    load.start()  # 8 phones busy from now until after the swap
     job = admin.post("/v1/jobs", json={})
     assert job.status_code == 202, job.text
     job_id = job.json()["id"]
@@ -282,7 +287,39 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
     candidate = done["detail"]["candidate"]
     promoted = wait_until(lambda: agent.get("/v1/models").json()["default"] == candidate, 300, "the swap")
     assert promoted
+    time.sleep(5)
+    episodes = load.stop()
     record = agent.get(f"/v1/models/{candidate}").json()
+    # Under load: none failed, each episode kept one version, and each step ran on the weights its
+    # version names (old-version steps all ended before the flip, new-version ones began after it).
+    from datetime import UTC, datetime
+
+    from agent.store import TrajectoryStore
+
+    def utc(value: Any) -> datetime:
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)  # SQLite keeps no zone
+
+    flip = utc(next(e["at"] for e in record["events"] if e["event"] == "promoted"))
+    gate = utc(next(e["at"] for e in record["events"] if e["event"] == "annotated:gate"))
+    store = TrajectoryStore(service.settings.store.url, service.settings.store.screenshot_dir)
+    ran = [store.get(i) for i in episodes]
+    store.engine.dispose()
+    assert all(e.status.value not in ("error", "interrupted") for e in ran), [e.error for e in ran]
+    versions = {e.model_version for e in ran}
+    assert versions == {"sft", candidate}
+    for e in ran:
+        assert {s.model_version for s in e.steps} == {e.model_version}
+        assert all(s.raw_response for s in e.steps)
+        if e.model_version == "sft":
+            assert all(s.ended_at is not None and utc(s.ended_at) <= flip for s in e.steps)
+        else:
+            assert all(s.started_at is not None and utc(s.started_at) >= flip for s in e.steps)
+    busy = [
+        e for e in ran if e.started_at and utc(e.started_at) <= gate and utc(e.finished_at or flip) >= gate
+    ]
+    assert len(busy) >= 4, len(busy)  # episodes that were running when the gate passed and the swap began
+    print(f"{len(ran)} episodes under load, {len(busy)} running when the swap began")
     assert record["state"] == "promoted"
     assert record["parent"] == "sft"
     assert record["info"]["gate"]["passed"] is True
@@ -296,6 +333,43 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
     # Rolled back in place, the engine answers with the SFT weights again.
     assert admin.post("/v1/models/rollback", json={"reason": "test"}, timeout=600).json()["default"] == "sft"
     assert logprob(vllm["base_url"], SERVED) == pytest.approx(before, abs=1e-4)
+
+
+class KeepBusy:
+    """Keeps each phone running a task: a new one as soon as the last one ends."""
+
+    def __init__(self, url: str, key: str, serials: list[str]) -> None:
+        self.url, self.key, self.serials = url, key, serials
+        self.ids: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._run, args=(s, k), daemon=True) for k, s in enumerate(serials)
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, serial: str, k: int) -> None:
+        with httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.key}"}, timeout=60
+        ) as http:
+            n = 0
+            while not self._stop.is_set():
+                goal = GOALS[(k + n) % len(GOALS)]
+                task_id = http.post("/v1/tasks", json={"goal": goal, "device": {"serial": serial}}).json()[
+                    "id"
+                ]
+                self.ids.append(task_id)
+                while http.get(f"/v1/tasks/{task_id}").json()["status"] in ("pending", "running"):
+                    time.sleep(0.2)
+                n += 1
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(300)
+        return list(self.ids)
 
 
 def yaml_load(path: Path) -> dict[str, Any]:
