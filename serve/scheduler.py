@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -129,8 +129,20 @@ class SchedulerSettings(BaseModel):
     @field_validator("timezone")
     @classmethod
     def _valid_zone(cls, value: str) -> str:
-        ZoneInfo(value)
+        zone(value)
         return value
+
+
+def zone(name: str) -> tzinfo:
+    """The time zone ``name``; UTC needs no time-zone database (slim images may have none)."""
+    if name.upper() in ("UTC", "ETC/UTC", "Z"):
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(
+            f"unknown time zone {name!r} (is the tz database installed? pip install tzdata)"
+        ) from exc
 
 
 class Scheduler:
@@ -138,7 +150,7 @@ class Scheduler:
         self.jobs = jobs
         self.settings = settings
         self.cron = Cron(settings.cron)
-        self.zone = ZoneInfo(settings.timezone)
+        self.zone = zone(settings.timezone)
         self.on_job_end = on_job_end  # async callable(job): the promotion watcher's turn
         self._running: dict[str, asyncio.Task[Job]] = {}
 

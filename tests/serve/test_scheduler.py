@@ -126,3 +126,12 @@ def test_each_fire_time_starts_one_job_across_schedulers_and_a_dead_job_is_marke
     assert job.status == "failed"
     assert job.reason == "exit status 137: out of memory"
     assert [j.id for j in ended] == [job.id]
+
+
+def test_utc_needs_no_time_zone_database_and_an_unknown_zone_is_named() -> None:
+    from serve.scheduler import zone
+
+    assert zone("UTC") is UTC
+    assert zone("Etc/UTC") is UTC
+    with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
+        SchedulerSettings(timezone="Mars/Olympus")
