@@ -61,3 +61,16 @@ def test_agent_convert_rejects_a_corrupt_file_clearly(tmp_path, content: str) ->
     result = run("agent", "convert", str(path))
     assert result.returncode == 2
     assert f"{path}:1" in result.stderr
+
+
+def test_the_service_and_its_swap_and_schedule_never_import_the_trainer() -> None:
+    """DESIGN: the API process stays free of torch; retraining runs as a separate process."""
+    code = (
+        "import sys, serve.app, serve.cli, serve.swap, serve.scheduler, serve.routing\n"
+        "heavy = [m for m in ('torch', 'transformers', 'deepspeed', 'train') if m in sys.modules]\n"
+        "assert not heavy, heavy"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
