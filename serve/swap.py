@@ -159,9 +159,11 @@ class HotSwapController:
         return decision, result
 
     async def pending_candidates(self) -> list[str]:
-        """Candidates with an evaluation and no gate decision yet (the retraining job's output)."""
+        """Evaluated candidates still waiting: the retraining job's output, and ones that passed the
+        gate but whose swap could not run yet (another swap held the lock, episodes would not drain).
+        A failed gate or canary rejects a version, so it leaves this list."""
         versions = await asyncio.to_thread(self.registry.versions, "candidate")
-        return [v.name for v in versions if v.info.get("evaluation") and "gate" not in v.info]
+        return [v.name for v in versions if v.info.get("evaluation")]
 
     async def watch(self) -> None:
         """Gate and swap each new candidate, forever (one replica at a time, by the swap lock)."""

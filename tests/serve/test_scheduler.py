@@ -135,3 +135,37 @@ def test_utc_needs_no_time_zone_database_and_an_unknown_zone_is_named() -> None:
     assert zone("Etc/UTC") is UTC
     with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
         SchedulerSettings(timezone="Mars/Olympus")
+
+
+def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # type: ignore[no-untyped-def]
+    """The gate passes, but another swap holds the lock: the candidate is neither promoted nor lost."""
+    import sqlalchemy as sa
+
+    from agent.jobs import JobStore, LockHeld
+    from agent.prompt import PromptSettings
+    from agent.registry import ModelRegistry
+    from agent.vllm_policy import VllmSettings
+    from serve.swap import SWAP_LOCK, HotSwapController
+
+    with store.engine.begin() as conn:
+        for table in ("model_events", "model_aliases", "model_versions", "job_locks"):
+            conn.execute(sa.text(f"DELETE FROM {table}"))
+    registry = ModelRegistry(store.engine)
+    scores = {"sop": {"score": 0.5, "tsr": 0.5}}
+    registry.register("base", base="/m/base", kind="base")
+    registry.register("nightly-1", base="/m/1", parent="base",
+                      info={"evaluation": {"candidate": scores, "baseline": {"version": "base", "scores": scores}}})  # fmt: skip
+    JobStore(store.engine).acquire(SWAP_LOCK, "someone-else", ttl_s=600)
+    controller = HotSwapController(
+        store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()
+    )
+
+    async def attempt() -> list[str]:
+        with pytest.raises(LockHeld):
+            await controller.gate_and_promote("nightly-1")
+        return await controller.pending_candidates()
+
+    assert asyncio.run(attempt()) == ["nightly-1"]
+    version = registry.get("nightly-1")
+    assert version.state == "candidate"
+    assert version.info["gate"]["passed"] is True
