@@ -41,9 +41,11 @@ lock: $(STAMP)
 		-c requirements/cpu.txt --extra local --extra train --extra u2 --extra dev -o requirements/dev.lock pyproject.toml
 	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --allow-unsafe \
 		-o requirements/core.lock pyproject.toml
-	sed -i -E 's/^(torch==[0-9.]+)\+cpu/\1/' requirements/dev.lock
+	$(BIN)/pip-compile --quiet --strip-extras --no-emit-index-url --no-emit-find-links --allow-unsafe \
+		-c requirements/cpu.txt --extra local --extra train -o requirements/train.lock pyproject.toml
+	sed -i -E 's/^(torch==[0-9.]+)\+cpu/\1/' requirements/dev.lock requirements/train.lock
 	# The extras name the project itself (train = ui-s1[local]); the lock must not pin this checkout.
-	sed -i '/^ui-s1 @ /{N;d}' requirements/dev.lock requirements/core.lock
+	sed -i '/^ui-s1 @ /{N;d}' requirements/dev.lock requirements/core.lock requirements/train.lock
 
 clean:
 	rm -rf $(VENV) .venv-vllm .cache .mypy_cache .ruff_cache .pytest_cache .hypothesis

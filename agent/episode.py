@@ -46,15 +46,15 @@ log = logging.getLogger(__name__)
 class EpisodeSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    max_steps: int = Field(30, gt=0)
-    timeout_s: float = Field(900.0, gt=0)
-    max_parse_errors: int = Field(2, ge=0)  # retries of a step whose response did not parse
-    settle_s: float = Field(0.5, ge=0)  # wait after an action for the screen to settle
-    model: str | None = None  # served model / adapter name; None = the policy's default
+    max_steps: int = Field(30, gt=0, description="Step budget of an episode")
+    timeout_s: float = Field(900.0, gt=0, description="Deadline of an episode")
+    max_parse_errors: int = Field(2, ge=0, description="Retries of a step whose response did not parse")
+    settle_s: float = Field(0.5, ge=0, description="Wait after an action for the screen to settle")
+    model: str | None = Field(None, description="Served model or adapter name; unset: the policy's default")
     # The registry version the episode is pinned to, recorded on it and on every step. Versions
     # swapped into an engine in place share its served name, so the name vLLM echoes cannot tell
     # them apart; the swap drains an engine's episodes first, so the pin is what ran.
-    version: str | None = None
+    version: str | None = Field(None, description="Registry version to pin (set per task by the service)")
     sampling: SamplingSettings = SamplingSettings()
 
 

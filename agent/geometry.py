@@ -39,9 +39,9 @@ class ResizeSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    factor: int = Field(FACTOR, gt=0)
-    min_pixels: int = Field(MIN_PIXELS, gt=0)
-    max_pixels: int = Field(MAX_PIXELS, gt=0)
+    factor: int = Field(FACTOR, gt=0, description="Smart-resize factor (Qwen2.5-VL: 28)")
+    min_pixels: int = Field(MIN_PIXELS, gt=0, description="Smallest resized image, in pixels")
+    max_pixels: int = Field(MAX_PIXELS, gt=0, description="Largest resized image, in pixels (12800·28·28)")
 
     @model_validator(mode="after")
     def _ordered(self) -> ResizeSettings:

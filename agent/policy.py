@@ -22,11 +22,11 @@ class SamplingSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(512, gt=0, le=8192)  # UI-S1 responses are at most 512 tokens
-    seed: int | None = None
-    logprobs: bool = False
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature (0: greedy)")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass")
+    max_tokens: int = Field(512, gt=0, le=8192, description="Response token limit (UI-S1 needs at most 512)")
+    seed: int | None = Field(None, description="Sampling seed")
+    logprobs: bool = Field(False, description="Ask for token log-probabilities")
 
 
 class PolicyResult(BaseModel):

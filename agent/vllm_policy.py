@@ -29,16 +29,17 @@ RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 class VllmSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    base_url: str = "http://127.0.0.1:8000"
-    model: str = "ui-s1-7b"  # the served model name (or an adapter's name)
-    api_key: str | None = None  # vLLM's --api-key, when set
-    timeout_s: float = Field(60.0, gt=0)
-    connect_timeout_s: float = Field(5.0, gt=0)
-    max_retries: int = Field(3, ge=0)
-    backoff_s: float = Field(0.5, ge=0)
-    max_connections: int = Field(64, gt=0)
-    # Token ids never to generate (the vision tokens, for a model that might emit them).
-    suppress_token_ids: tuple[int, ...] = ()
+    base_url: str = Field("http://127.0.0.1:8000", description="The vLLM server (OpenAI-compatible API)")
+    model: str = Field("ui-s1-7b", description="Served model name (or an adapter's name)")
+    api_key: str | None = Field(None, description="vLLM's --api-key, when it has one")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout")
+    connect_timeout_s: float = Field(5.0, gt=0, description="Connection timeout")
+    max_retries: int = Field(3, ge=0, description="Retries on connection errors, 429 and 5xx")
+    backoff_s: float = Field(0.5, ge=0, description="First retry delay (doubles each retry)")
+    max_connections: int = Field(64, gt=0, description="Connection pool size")
+    suppress_token_ids: tuple[int, ...] = Field(
+        (), description="Token ids never to generate (JSON list; e.g. vision tokens)"
+    )
 
 
 class VllmPolicy:

@@ -23,7 +23,7 @@ from agent.registry import ModelRegistry
 from agent.store import TrajectoryStore
 from devices.pool import DevicePool, PoolSettings
 from serve import metrics
-from serve.auth import KeyStore
+from serve.auth import KeyStore, sync_keys_file
 from serve.cluster import Cluster
 from serve.deps import AgentKey
 from serve.routes import devices, jobs, models, predict, session, system, tasks, trajectories, viewer
@@ -57,6 +57,9 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         store.migrate()
         keys = KeyStore(store.engine)
         keys.migrate()
+        if settings.api_keys_file is not None:
+            active, revoked = sync_keys_file(keys, settings.api_keys_file)
+            log.info("keys file %s: %d key(s) active, %d revoked", settings.api_keys_file, active, revoked)
         pool = DevicePool(PoolSettings(servers=settings.adb_servers))
         await pool.start()
         prompt = PromptSettings(resize=settings.resize)

@@ -74,8 +74,10 @@ class KeyStore:
 
     def create(self, name: str, scopes: set[Scope]) -> tuple[ApiKey, str]:
         """A new key; the token is returned once and never stored."""
-        key_id = secrets.token_hex(6)
-        token = f"uis1_{key_id}_{secrets.token_urlsafe(32)}"
+        if name.startswith(FILE_PREFIX):
+            raise ValueError(f"names starting with {FILE_PREFIX!r} are reserved for keys from a keys file")
+        token = new_token()
+        key_id = token.split("_")[1]
         now = utcnow()
         with self.engine.begin() as conn:
             conn.execute(sa.insert(api_keys).values(id=key_id, name=name, hash=_hash(token),
@@ -107,3 +109,88 @@ class KeyStore:
     def _key(row: sa.Row) -> ApiKey:  # type: ignore[type-arg]
         scopes = frozenset(Scope(s) for s in row.scopes.split(",") if s)
         return ApiKey(row.id, row.name, scopes, row.created_at, row.revoked_at)
+
+
+FILE_PREFIX = "file:"  # names of keys managed by a keys file
+
+
+class KeysFileError(ValueError):
+    """A keys file that cannot be applied; the message names the line, never the token."""
+
+
+@dataclass(frozen=True)
+class FileKey:
+    name: str
+    scopes: frozenset[Scope]
+    token: str
+
+
+def new_token() -> str:
+    return f"uis1_{secrets.token_hex(6)}_{secrets.token_urlsafe(32)}"
+
+
+def read_keys_file(path: Path) -> list[FileKey]:
+    """Parse a keys file: ``NAME SCOPES TOKEN`` per line (scopes comma-separated), ``#`` comments."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise KeysFileError(f"cannot read keys file {path}: {exc.strerror}") from exc
+    keys: list[FileKey] = []
+    seen: set[str] = set()
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 3:
+            raise KeysFileError(f"{path}:{number}: expected NAME SCOPES TOKEN, got {len(parts)} field(s)")
+        name, scope_text, token = parts
+        try:
+            scopes = frozenset(Scope(s) for s in scope_text.split(",") if s)
+        except ValueError:
+            raise KeysFileError(
+                f"{path}:{number}: scopes must be agent and/or admin, got {scope_text!r}"
+            ) from None
+        pieces = token.split("_")
+        if len(pieces) < 3 or pieces[0] != "uis1" or len(pieces[1]) != 12 or len(token) < 40:
+            raise KeysFileError(f"{path}:{number}: not a uis1 key (make one with `uis1 keys generate`)")
+        if not scopes:
+            raise KeysFileError(f"{path}:{number}: no scopes")
+        if pieces[1] in seen:
+            raise KeysFileError(f"{path}:{number}: a second key with id {pieces[1]}")
+        seen.add(pieces[1])
+        keys.append(FileKey(name, scopes, token))
+    return keys
+
+
+def sync_keys_file(store: KeyStore, path: Path) -> tuple[int, int]:
+    """Make the file's keys active and revoke file-managed keys no longer in it: (active, revoked).
+
+    Only hashes reach the database. A key id that already belongs to a key made otherwise, or to a
+    different token, is refused rather than overwritten.
+    """
+    wanted = read_keys_file(path)
+    ids = {key.token.split("_")[1]: key for key in wanted}
+    now = utcnow()
+    revoked = 0
+    with store.engine.begin() as conn:
+        lock_for_migration(conn)  # replicas starting together apply the file one at a time
+        rows = {r.id: r for r in conn.execute(sa.select(api_keys))}
+        for key_id, key in ids.items():
+            row = rows.get(key_id)
+            values = {"name": FILE_PREFIX + key.name, "scopes": ",".join(sorted(key.scopes))}
+            if row is None:
+                conn.execute(
+                    sa.insert(api_keys).values(id=key_id, hash=_hash(key.token), created_at=now, **values)
+                )
+                continue
+            if not row.name.startswith(FILE_PREFIX) or not hmac.compare_digest(row.hash, _hash(key.token)):
+                raise KeysFileError(
+                    f"keys file {path}: key id {key_id} ({key.name}) is already taken by another key"
+                )
+            conn.execute(sa.update(api_keys).where(api_keys.c.id == key_id).values(revoked_at=None, **values))
+        for key_id, row in rows.items():
+            if row.name.startswith(FILE_PREFIX) and key_id not in ids and row.revoked_at is None:
+                conn.execute(sa.update(api_keys).where(api_keys.c.id == key_id).values(revoked_at=now))
+                revoked += 1
+    return len(ids), revoked

@@ -1,4 +1,5 @@
-"""``uis1 serve`` (the API under uvicorn) and ``uis1 keys create|list|revoke``."""
+"""``uis1 serve`` (the API under uvicorn), ``uis1 keys``, ``uis1 settings`` and the model, job and
+scheduler commands."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ if TYPE_CHECKING:
     from serve.auth import KeyStore
 
 serve_app = typer.Typer(help="Run the agent API service.", add_completion=False)
-keys_app = typer.Typer(help="API keys: create, list, revoke.", no_args_is_help=True, add_completion=False)
+keys_app = typer.Typer(
+    help="API keys: create, generate, list, revoke.", no_args_is_help=True, add_completion=False
+)
 
 
 @serve_app.command("serve")
@@ -23,16 +26,28 @@ def serve(
     import uvicorn
 
     from serve.app import create_app
+    from serve.logs import setup_logging
     from serve.settings import ServeSettings
 
+    setup_logging()
+    warn_unknown_variables()
     settings = ServeSettings()
     updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = settings.model_copy(update=updates)
-    from serve.logs import setup_logging
-
-    setup_logging()
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False,
                 timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5)  # fmt: skip
+
+
+def warn_unknown_variables() -> None:
+    """Log each ``UIS1_*`` variable that no setting reads (pydantic-settings would ignore it)."""
+    import logging
+
+    from agent.settings import unknown_variables
+    from serve.settings import ServeSettings
+
+    for name, meant in unknown_variables(ServeSettings).items():
+        hint = f" (did you mean {meant}?)" if meant else ""
+        logging.getLogger("serve.settings").warning("%s is not a setting and is ignored%s", name, hint)
 
 
 def _keys() -> KeyStore:
@@ -66,6 +81,24 @@ def create_key(
         f"key {key.id} ({', '.join(sorted(scopes))}) for {name}; store it now, it is not shown again",
         err=True,
     )
+
+
+@keys_app.command("generate")
+def generate_key(
+    name: Annotated[str, typer.Argument(help="Who or what uses the key (no spaces).")],
+    admin: Annotated[bool, typer.Option(help="Also allow admin routes.")] = False,
+) -> None:
+    """Print a new key as a keys-file line (NAME SCOPES TOKEN), without touching any database.
+
+    Put the line in the file UIS1_API_KEYS_FILE names (on a cluster: the Secret behind it); the
+    service applies the file when it starts, and revokes file keys whose line is gone.
+    """
+    from serve.auth import new_token
+
+    if not name or any(c.isspace() for c in name):
+        typer.echo("error: the name must be one word", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"{name} {'admin,agent' if admin else 'agent'} {new_token()}")
 
 
 @keys_app.command("list")
@@ -281,6 +314,7 @@ def scheduler() -> None:
     from serve.swap import HotSwapController
 
     setup_logging()
+    warn_unknown_variables()
     settings, store, registry = _service_parts()
     controller = HotSwapController(store, registry, settings.policy, PromptSettings(resize=settings.resize),
                                    settings.swap, owner=f"{settings.replica_id}:scheduler")  # fmt: skip
@@ -302,3 +336,45 @@ def scheduler() -> None:
         pass
     finally:
         store.engine.dispose()
+
+
+settings_app = typer.Typer(help="The service's settings (UIS1_* variables).", add_completion=False)
+
+
+@settings_app.command("settings")
+def show_settings(
+    markdown: Annotated[bool, typer.Option(help="Print the reference of every setting as Markdown.")] = False,
+) -> None:
+    """Check the UIS1_* variables set here; exits 1 on an unknown or invalid one.
+
+    Prints each variable that is set (secrets hidden) and each one no setting reads: pydantic would
+    ignore a misspelt name and leave the default in force.
+    """
+    import os
+
+    from pydantic import ValidationError
+
+    from agent.settings import describe, markdown_table, unknown_variables
+    from serve.settings import ServeSettings
+
+    if markdown:
+        typer.echo(markdown_table(ServeSettings), nl=False)
+        return
+    failed = False
+    try:
+        ServeSettings()
+    except ValidationError as exc:
+        failed = True
+        for error in exc.errors():
+            where = "UIS1_" + "__".join(str(p) for p in error["loc"]).upper()
+            typer.echo(f"invalid  {where}: {error['msg']}", err=True)
+    known = {doc.env: doc for doc in describe(ServeSettings)}
+    secret = ("URL", "KEY", "PASSWORD", "TOKEN")
+    for name in sorted(n for n in os.environ if n.upper() in known):
+        value = "(hidden)" if any(s in name.upper() for s in secret) else os.environ[name]
+        typer.echo(f"set      {name}={value}")
+    for name, meant in unknown_variables(ServeSettings).items():
+        failed = True
+        typer.echo(f"unknown  {name}" + (f" (did you mean {meant}?)" if meant else ""), err=True)
+    if failed:
+        raise typer.Exit(1)

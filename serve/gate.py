@@ -21,10 +21,12 @@ class GateSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     # Largest allowed drop, in absolute terms (scores are 0-1).
-    sop_score_tolerance: float = Field(0.02, ge=0, le=1)
-    sop_tsr_tolerance: float = Field(0.05, ge=0, le=1)
-    online_tolerance: float = Field(0.0, ge=0, le=1)
-    require_improvement: bool = False  # also demand a strict gain on at least one metric
+    sop_score_tolerance: float = Field(0.02, ge=0, le=1, description="Largest allowed drop of the SOP score")
+    sop_tsr_tolerance: float = Field(
+        0.05, ge=0, le=1, description="Largest allowed drop of the SOP task success"
+    )
+    online_tolerance: float = Field(0.0, ge=0, le=1, description="Largest allowed drop of online success")
+    require_improvement: bool = Field(False, description="Also demand a strict gain on at least one metric")
 
 
 METRICS = (("sop", "score", "sop_score_tolerance"), ("sop", "tsr", "sop_tsr_tolerance"),

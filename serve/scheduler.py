@@ -110,15 +110,18 @@ def _field(part: str, name: str, lo: int, hi: int) -> set[int]:
 class SchedulerSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    enabled: bool = False  # run the schedule inside `uis1 serve` (`uis1 scheduler` always does)
-    cron: str = "0 2 * * *"  # nightly at 02:00
-    timezone: str = "UTC"
-    retrain_config: Path | None = None  # the `uis1 retrain` config file; without it jobs cannot start
+    enabled: bool = Field(
+        False, description="Run the schedule inside `uis1 serve` (`uis1 scheduler` always does)"
+    )
+    cron: str = Field("0 2 * * *", description="When retraining runs (5-field cron or @daily, ...)")
+    timezone: str = Field("UTC", description="Time zone of the cron expression")
+    retrain_config: Path | None = Field(None, description="The `uis1 retrain` config file (jobs need one)")
     # How a job runs: `uis1 retrain` beside this interpreter (the same installation) by default.
     command: list[str] = Field(
-        default_factory=lambda: [str(Path(sys.executable).with_name("uis1")), "retrain"]
+        default_factory=lambda: [str(Path(sys.executable).with_name("uis1")), "retrain"],
+        description="How a job runs (JSON list; default: `uis1 retrain` of this installation)",
     )
-    job_timeout_s: float = Field(12 * 3600.0, gt=0)
+    job_timeout_s: float = Field(12 * 3600.0, gt=0, description="A job running longer is stopped")
 
     @field_validator("cron")
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -12,22 +12,43 @@ from agent.settings import AgentSettings
 from serve.scheduler import SchedulerSettings
 from serve.swap import SwapSettings
 
+ReadinessCheck = Literal["database", "policy", "device"]
+
 
 class ServeSettings(AgentSettings):
-    host: str = "127.0.0.1"
-    port: int = Field(8080, gt=0, lt=65536)
-    policy_backend: Literal["vllm", "local"] = "vllm"
-    local_model_dir: Path | None = None  # for policy_backend=local
-    adb_servers: list[str] = Field(default_factory=lambda: ["127.0.0.1:5037"])
-    max_queue: int = Field(100, gt=0)
-    shutdown_grace_s: float = Field(30.0, ge=0)
-    cors_origins: list[str] = Field(default_factory=list)  # empty: CORS off
-    max_upload_bytes: int = Field(20 * 1024 * 1024, gt=0)
+    host: str = Field("127.0.0.1", description="Bind address of `uis1 serve`")
+    port: int = Field(8080, gt=0, lt=65536, description="Port of `uis1 serve`")
+    policy_backend: Literal["vllm", "local"] = Field(
+        "vllm", description="vLLM over HTTP, or a local checkpoint"
+    )
+    local_model_dir: Path | None = Field(None, description="Checkpoint directory for policy_backend=local")
+    adb_servers: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:5037"], description="adb servers of the device pool (JSON list)"
+    )
+    max_queue: int = Field(100, gt=0, description="Queued tasks before new ones get 429")
+    shutdown_grace_s: float = Field(
+        30.0, ge=0, description="On SIGTERM, how long running episodes may finish"
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list, description="Allowed CORS origins (JSON list; empty: off)"
+    )
+    max_upload_bytes: int = Field(20 * 1024 * 1024, gt=0, description="Largest request body (screenshots)")
     # Several replicas on one PostgreSQL database: each needs its own id (a restarted replica
     # keeps it, so its old device leases are dropped at once); every replica must name the adb
     # servers identically.
-    replica_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
-    device_lease_ttl_s: float = Field(30.0, gt=0)  # a dead replica's phones free up after this
+    replica_id: str = Field(
+        default_factory=socket.gethostname, min_length=1, max_length=128,
+        description="Stable id of this replica (default: the host name)",
+    )  # fmt: skip
+    device_lease_ttl_s: float = Field(30.0, gt=0, description="A dead replica's phones free up after this")
+    readiness_checks: list[ReadinessCheck] = Field(
+        default_factory=lambda: list(get_args(ReadinessCheck)),
+        description="What /readyz requires (JSON list); behind a load balancer, database alone",
+    )
+    api_keys_file: Path | None = Field(
+        None,
+        description="Keys managed by a file (a mounted secret): lines `NAME SCOPES TOKEN`, applied at start",
+    )
     # Model swaps into the running vLLM (canary, rollback, blue/green) and the evaluation gate.
     swap: SwapSettings = SwapSettings()
     # Nightly retraining (`uis1 retrain` in a child process) and its schedule.

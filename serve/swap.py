@@ -57,23 +57,35 @@ LOADED = "loaded:"  # alias prefix: the full version an engine holds, by served 
 class SwapSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    strategy: Literal["auto", "in_place", "blue_green"] = "auto"  # auto: blue_green when it can launch
-    canary_goal: str = "Open the Settings app"
-    canary_max_tokens: int = Field(256, gt=0)
-    drain_timeout_s: float = Field(900.0, gt=0)  # in place: how long running episodes may take to finish
-    hold_grace_s: float = Field(2.0, ge=0)  # replicas see the hold within this (they poll every 0.5 s)
-    lock_ttl_s: float = Field(1800.0, gt=0)
+    strategy: Literal["auto", "in_place", "blue_green"] = Field(
+        "auto", description="Full checkpoints: in place, blue/green, or auto (blue/green when it can launch)"
+    )
+    canary_goal: str = Field("Open the Settings app", description="Goal of the canary request")
+    canary_max_tokens: int = Field(256, gt=0, description="Token limit of the canary request")
+    drain_timeout_s: float = Field(
+        900.0, gt=0, description="In place: how long running episodes may take to finish"
+    )
+    hold_grace_s: float = Field(
+        2.0, ge=0, description="Replicas see the hold within this (they poll every 0.5 s)"
+    )
+    lock_ttl_s: float = Field(1800.0, gt=0, description="A dead swapper's lock lapses after this")
     # Blue/green: the command that starts a second engine; {weights}, {port} and {served_name} are
     # filled in, e.g. "vllm serve {weights} --port {port} --served-model-name {served_name}".
-    launch_command: str | None = None
-    launch_host: str = "127.0.0.1"
-    launch_timeout_s: float = Field(900.0, gt=0)
+    launch_command: str | None = Field(
+        None, description="Blue/green: command starting a second engine ({weights}, {port}, {served_name})"
+    )
+    launch_host: str = Field("127.0.0.1", description="Blue/green: host the launched engine listens on")
+    launch_timeout_s: float = Field(
+        900.0, gt=0, description="Blue/green: how long a new engine may take to start"
+    )
     # The old adapter is unloaded (the old blue/green engine stopped) no sooner than this after the
     # swap, and only once no running episode uses it: requests that chose it just before the flip
     # are still on their way.
-    retire_after_s: float = Field(30.0, ge=0)
-    auto_promote: bool = True  # the watcher gates and swaps candidates the retraining job registers
-    watch_interval_s: float = Field(30.0, gt=0)
+    retire_after_s: float = Field(
+        30.0, ge=0, description="Old adapters/engines are retired no sooner than this"
+    )
+    auto_promote: bool = Field(True, description="Gate and swap the candidates the retraining job registers")
+    watch_interval_s: float = Field(30.0, gt=0, description="How often the promotion watcher looks")
     gate: GateSettings = GateSettings()
 
 

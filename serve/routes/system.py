@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 
+import httpx
 import sqlalchemy as sa
 from fastapi import APIRouter, HTTPException, Response, status
 from fastapi.responses import FileResponse, JSONResponse
@@ -14,6 +15,7 @@ from serve import metrics
 from serve.deps import AgentKey, StateDep
 
 router = APIRouter()
+PROMETHEUS_TEXT = "text/plain; version=0.0.4"
 
 
 @router.get("/healthz", tags=["system"])
@@ -26,6 +28,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(state: StateDep) -> JSONResponse:
     """Ready to run tasks: database, policy server and at least one device (no key needed)."""
     checks: dict[str, bool] = {}
+    required = set(state.settings.readiness_checks)
     try:
         with state.store.engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
@@ -35,8 +38,9 @@ async def readyz(state: StateDep) -> JSONResponse:
     health = getattr(state.policy, "health", None)
     checks["policy"] = bool(await health()) if health is not None else True
     checks["device"] = any(d.state.value == "device" for d in state.pool.devices.values())
-    ok = all(checks.values())
-    return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
+    ok = all(passed for name, passed in checks.items() if name in required)
+    return JSONResponse({"ready": ok, "checks": checks, "required": sorted(required)},
+                        status_code=200 if ok else 503)  # fmt: skip
 
 
 @router.get("/metrics", tags=["system"], response_class=Response,
@@ -49,11 +53,27 @@ async def prometheus(state: StateDep, key: AgentKey) -> Response:
     for state_name, count in counts.items():
         metrics.DEVICES.labels(state=state_name).set(count)
     metrics.MODEL.info({"version": state.policy.model_version})
-    body = generate_latest(metrics.REGISTRY)
-    upstream = state.settings.policy.base_url.rstrip("/") + "/metrics"
-    return Response(
-        body + f"# upstream vLLM metrics: {upstream}\n".encode(), media_type="text/plain; version=0.0.4"
-    )
+    return Response(generate_latest(metrics.REGISTRY), media_type=PROMETHEUS_TEXT)
+
+
+@router.get("/metrics/vllm", tags=["system"], response_class=Response,
+            responses={200: {"content": {"text/plain": {}}}, 404: {"description": "No vLLM backend."},
+                       502: {"description": "The vLLM server did not answer."}})  # fmt: skip
+async def vllm_metrics(state: StateDep, key: AgentKey) -> Response:
+    """The vLLM server's own metrics, relayed, so that its port never has to be reachable by a scraper."""
+    if state.settings.policy_backend != "vllm":
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "the service does not use a vLLM server")
+    policy = state.settings.policy
+    headers = {"Authorization": f"Bearer {policy.api_key}"} if policy.api_key else {}
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=policy.connect_timeout_s)) as client:
+            upstream = await client.get(policy.base_url.rstrip("/") + "/metrics", headers=headers)
+            upstream.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise HTTPException(
+            status.HTTP_502_BAD_GATEWAY, f"vLLM metrics unavailable: {type(exc).__name__}"
+        ) from exc
+    return Response(upstream.content, media_type=PROMETHEUS_TEXT)
 
 
 @router.get("/v1/screenshots/{sha256}", tags=["trajectories"], response_class=FileResponse,

@@ -175,8 +175,28 @@ def test_metrics_expose_tasks_queue_latency_devices_and_model(make_service) -> N
     text = client.get("/metrics").text
     for name in ("uis1_tasks_total", "uis1_queue_depth", 'uis1_step_seconds_bucket{le="0.01",phase="policy"}',
                  'phase="device"', 'phase="overhead"', "uis1_parse_errors_total", 'uis1_devices{state="device"}',
-                 'uis1_model_info{version="scripted-v1"}', "upstream vLLM metrics"):  # fmt: skip
+                 'uis1_model_info{version="scripted-v1"}'):  # fmt: skip
         assert name in text, name
+    # The relay of vLLM's own metrics says plainly when no engine answers (nothing listens here).
+    relayed = client.get("/metrics/vllm")
+    assert relayed.status_code == 502
+    assert "vLLM metrics unavailable" in relayed.json()["detail"]
+
+
+def test_readiness_requires_only_the_configured_checks(make_service) -> None:  # type: ignore[no-untyped-def]
+    from agent.vllm_policy import VllmSettings
+
+    down = VllmSettings(base_url="http://127.0.0.1:9", connect_timeout_s=0.5, max_retries=0)
+    strict = make_service(own_policy=True, policy=down)
+    body = strict.client().get("/readyz")
+    assert body.status_code == 503
+    assert body.json()["checks"]["policy"] is False
+    strict.stop()
+    lenient = make_service(own_policy=True, policy=down, readiness_checks=["database"])
+    body = lenient.client().get("/readyz")
+    assert body.status_code == 200, body.text
+    assert body.json() == {"ready": True, "checks": {"database": True, "policy": False, "device": True},
+                           "required": ["database"]}  # fmt: skip
 
 
 def test_takeover_records_the_supplied_step_as_expert(make_service) -> None:  # type: ignore[no-untyped-def]

@@ -70,7 +70,11 @@ def test_a_task_runs_on_the_real_vllm_server_and_every_step_is_recorded(
     metrics = client.get("/metrics").text
     assert 'uis1_parse_errors_total{reason="' in metrics
     assert 'uis1_step_seconds_count{phase="policy"}' in metrics
-    assert f"{vllm['base_url']}/metrics" in metrics
+    assert vllm["base_url"] not in metrics  # the engine's address is not the clients' business
+    relayed = client.get("/metrics/vllm")
+    assert relayed.status_code == 200, relayed.text
+    assert "vllm:num_requests_running" in relayed.text  # the engine's own metrics, through the service
+    assert service.client().get("/metrics/vllm").status_code == 401
 
 
 def test_predict_goes_through_the_real_vllm_server(make_service, vllm) -> None:  # type: ignore[no-untyped-def]
