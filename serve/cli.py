@@ -378,3 +378,25 @@ def show_settings(
         typer.echo(f"unknown  {name}" + (f" (did you mean {meant}?)" if meant else ""), err=True)
     if failed:
         raise typer.Exit(1)
+
+
+healthcheck_app = typer.Typer(help="Probe the running service's /healthz.", add_completion=False)
+
+
+@healthcheck_app.command("healthcheck")
+def healthcheck(
+    url: Annotated[str | None, typer.Option(help="Default: /healthz on 127.0.0.1 at UIS1_PORT.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 3.0,
+) -> None:
+    """Exit 0 when the service answers /healthz (the container image's HEALTHCHECK)."""
+    import httpx
+
+    from serve.settings import ServeSettings
+
+    target = url or f"http://127.0.0.1:{ServeSettings().port}/healthz"
+    try:
+        httpx.get(target, timeout=timeout).raise_for_status()
+    except httpx.HTTPError as exc:
+        typer.echo(f"unhealthy: {target}: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo("ok")
