@@ -52,7 +52,9 @@ class AgentSettings(BaseSettings):
     policy: VllmSettings = VllmSettings()
     episode: EpisodeSettings = EpisodeSettings()
     resize: ResizeSettings = ResizeSettings()
-    adb_server: str = Field("127.0.0.1:5037", description="The adb server `uis1 run` and `uis1 devices` use")
+    adb_server: str = Field(
+        "127.0.0.1:5037", description="The adb server `uis1 run` uses (`uis1 devices` takes --server)"
+    )
 
 
 # ``UIS1_*`` variables that are not settings: the vLLM CPU helper script's and the test suite's.

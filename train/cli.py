@@ -110,10 +110,14 @@ def retrain(
     ] = None,
     trigger: Annotated[str, typer.Option(help="What started the job, for its record.")] = "cli",
     quiet: QuietOption = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Only read and validate the config, then exit.")
+    ] = False,
 ) -> None:
     """One retraining job: curate, skip when there is too little new data, train, evaluate, register.
 
-    Exit status: 0 done (a candidate registered) or skipped (the reason is printed), 1 failed.
+    Exit status: 0 done (a candidate registered) or skipped (the reason is printed), 1 failed,
+    2 the config is invalid.
     """
     import logging
 
@@ -128,6 +132,9 @@ def retrain(
     except (ValidationError, ValueError) as exc:
         typer.echo(f"{config}: {exc}", err=True)
         raise typer.Exit(2) from None
+    if check:
+        typer.echo(f"{config}: valid (stages {', '.join(settings.stages)}, work_dir {settings.work_dir})")
+        return
     job = run(settings, job_id=job_id, trigger=trigger, progress=not quiet)
     typer.echo(json.dumps({"job": job.id, "status": job.status, "reason": job.reason,
                            "candidate": job.detail.get("candidate")}))  # fmt: skip

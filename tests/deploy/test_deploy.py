@@ -413,6 +413,14 @@ def test_the_retrain_config_the_deployment_mounts_is_valid() -> None:
     config = load_retrain_config(DEPLOY / "retrain.yaml")
     assert config.base_model == Path("/models/ui-s1-7b")
     assert config.work_dir == Path("/data/retrain")
+    assert config.rl["learner"]["lora"]["rank"] <= 64  # vLLM runs with --max-lora-rank 64
+    from typer.testing import CliRunner
+
+    from train.cli import retrain_app
+
+    result = CliRunner().invoke(retrain_app, ["--config", str(DEPLOY / "retrain.yaml"), "--check"])
+    assert result.exit_code == 0, result.output
+    assert "valid (stages rl" in result.output
 
 
 # --- dashboard --------------------------------------------------------------------------------------

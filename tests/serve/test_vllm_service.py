@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,10 @@ def test_a_task_runs_on_the_real_vllm_server_and_every_step_is_recorded(
     relayed = client.get("/metrics/vllm")
     assert relayed.status_code == 200, relayed.text
     assert "vllm:num_requests_running" in relayed.text  # the engine's own metrics, through the service
+    from tests.deploy.test_deploy import dashboard_metrics
+
+    for name in sorted(m for m in dashboard_metrics() if m.startswith("vllm:")):  # the dashboard's queries
+        assert re.search(rf"^{re.escape(name)}[{{ ]", relayed.text, re.MULTILINE), name
     assert service.client().get("/metrics/vllm").status_code == 401
 
 
