@@ -88,7 +88,7 @@ def _type_name(annotation: Any) -> str:
 
 def _default(field: FieldInfo) -> str:
     if field.default_factory is not None:
-        if "(default:" in (field.description or ""):  # depends on the machine: the meaning says how
+        if "default:" in (field.description or ""):  # depends on the machine: the meaning says how
             return "(computed)"
         value = field.default_factory()  # type: ignore[call-arg]
     else:

@@ -5,6 +5,7 @@ sees phones on the adb server, and has no torch."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.deploy.test_deploy import _stages
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,9 +36,16 @@ def test_the_api_install_serves_without_torch(tmp_path: Path, adb_server, fleet)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-input"]
     subprocess.run([*pip, "-r", str(REPO / "requirements" / "core.lock")], check=True, timeout=600)
+    # The wheel stage: build from exactly what the Dockerfile copies into it.
+    context = tmp_path / "context"
+    context.mkdir()
+    copies = [line.split()[1:-1] for line in _stages()["wheel"] if line.startswith("COPY ")]
+    for source in (s for sources in copies for s in sources):
+        copy = shutil.copytree if (REPO / source).is_dir() else shutil.copy2
+        copy(REPO / source, context / source)
     wheels = tmp_path / "wheels"
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
-                    str(wheels), str(REPO)], check=True, timeout=300)  # fmt: skip
+                    str(wheels), str(context)], check=True, timeout=300)  # fmt: skip
     subprocess.run([*pip, "--no-deps", *map(str, wheels.glob("*.whl"))], check=True, timeout=300)
     uis1 = str(venv / "bin" / "uis1")
     missing = subprocess.run(
