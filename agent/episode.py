@@ -33,12 +33,13 @@ from agent.trajectory import (
     Episode,
     EpisodeStatus,
     ImageSize,
+    ScreenshotRef,
     Step,
     StepSource,
     StepTimings,
     utcnow,
 )
-from devices.base import Device, DeviceError
+from devices.base import Device, DeviceError, ScreenCapture
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,17 @@ class EpisodeRunner:
     reviewer: StepReviewer | None = None
     on_step: Callable[[Episode, Step], Awaitable[None] | None] | None = None
     _current: Episode | None = None  # the episode as last recorded, for timeouts and cancellation
+
+    def _observe(self, capture: ScreenCapture) -> tuple[ScreenshotRef, ImagePart]:
+        """Store the screenshot and resize it for the prompt (CPU and disk work, run in a thread)."""
+        ref = self.store.screenshots.put(capture.png, capture.width, capture.height)
+        encoded = Screenshot(capture.png, Size(capture.width, capture.height))
+        source = (
+            capture.image
+            if capture.image is not None and self.prompt.image_transport == "resized"
+            else encoded
+        )
+        return ref, prepare_image(source, self.prompt)
 
     async def _save(self, episode: Episode, step: Step | None = None) -> None:
         if step is not None:
@@ -161,11 +173,8 @@ class EpisodeRunner:
                 capture = await self.device.screenshot()
             except DeviceError as exc:
                 return self._finish(episode, EpisodeStatus.ERROR, f"device error: {exc}")
-            ref = await asyncio.to_thread(
-                self.store.screenshots.put, capture.png, capture.width, capture.height
-            )
-            part = prepare_image(Screenshot(capture.png, Size(capture.width, capture.height)), self.prompt)
-            device_s = time.perf_counter() - t0
+            device_s = time.perf_counter() - t0  # the phone's time; what follows is the service's
+            ref, part = await asyncio.to_thread(self._observe, capture)
             turns = build_conversation(episode.goal, [*screens, part], history, self.prompt)
             try:
                 result = await self.policy.predict(

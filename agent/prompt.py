@@ -119,10 +119,37 @@ class TextPart:
 
 @dataclass(frozen=True)
 class ImagePart:
-    """A screenshot as the model sees it: already smart-resized, so every backend agrees on size."""
+    """A screenshot as the model sees it: smart-resized, so every backend agrees on its size.
 
-    image: Image.Image = field(compare=False)
+    Either the resized image, or (``image_transport="original"``) the PNG as captured, which the
+    policy server's own processor resizes to ``geometry.resized`` (same limits, same result).
+    """
+
+    resized: Image.Image | None = field(compare=False, repr=False)
     geometry: ScreenGeometry
+    original: bytes | None = field(default=None, compare=False, repr=False)
+    # Encoded once per wire format: the same screen goes out again as history in the next step.
+    _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def image(self) -> Image.Image:
+        """The image in pixels: the resized one, or the original decoded (a processor resizes it)."""
+        if self.resized is not None:
+            return self.resized
+        if "image" not in self._cache:
+            self._cache["image"] = Screenshot(self.original or b"", self.geometry.device).open()
+        return self._cache["image"]  # type: ignore[no-any-return]
+
+    def data_url(self, wire_format: str) -> str:
+        key = "original" if self.original is not None else wire_format
+        url = self._cache.get(key)
+        if url is None:
+            if self.original is not None:
+                url = f"data:image/png;base64,{base64.b64encode(self.original).decode('ascii')}"
+            else:
+                url = _data_url(self.image, wire_format)
+            self._cache[key] = url
+        return str(url)
 
 
 Part = TextPart | ImagePart
@@ -142,6 +169,10 @@ class PromptSettings:
     end_of_sequence: tuple[str, ...] = END_OF_SEQUENCE
     # How images travel to vLLM: PNG keeps pixels exact, JPEG is a fifth of the bytes.
     wire_format: Literal["PNG", "JPEG"] = "PNG"
+    # resized: the service resizes each screenshot (exact control over what the model sees).
+    # original: the captured PNG goes as is and the server's processor resizes it; no decoding,
+    # resizing or encoding here, but the server's min/max pixels must equal ``resize``.
+    image_transport: Literal["resized", "original"] = "resized"
 
 
 def cut_at_end_of_sequence(response: str, markers: Sequence[str] = END_OF_SEQUENCE) -> str:
@@ -155,12 +186,19 @@ def cut_at_end_of_sequence(response: str, markers: Sequence[str] = END_OF_SEQUEN
 
 
 def prepare_image(screenshot: Screenshot | Image.Image, settings: PromptSettings) -> ImagePart:
-    """Decode and smart-resize one screenshot (bicubic, as the Qwen2-VL image processor does)."""
+    """Decode and smart-resize one screenshot (bicubic, as the Qwen2-VL image processor does).
+
+    With ``image_transport="original"`` a PNG screenshot is kept as captured (nothing decoded).
+    """
+    original = settings.image_transport == "original"
+    if original and isinstance(screenshot, Screenshot) and screenshot.mime == "image/png":
+        geometry = ScreenGeometry.for_screen(screenshot.size, settings.resize)
+        return ImagePart(None, geometry, original=screenshot.data)
     image = screenshot.open() if isinstance(screenshot, Screenshot) else screenshot.convert("RGB")
     geometry = ScreenGeometry.for_screen(Size(*image.size), settings.resize)
     if Size(*image.size) != geometry.resized:
         image = image.resize(geometry.resized, Image.Resampling.BICUBIC)
-    return ImagePart(image=image, geometry=geometry)
+    return ImagePart(image, geometry)
 
 
 def build_conversation(
@@ -211,7 +249,10 @@ def current_geometry(turns: Sequence[Turn]) -> ScreenGeometry:
 
 def _data_url(image: Image.Image, wire_format: str) -> str:
     buf = io.BytesIO()
-    image.save(buf, format=wire_format, **({"quality": 90} if wire_format == "JPEG" else {}))
+    # PNG is lossless at any level; level 1 encodes several times faster than the default 6.
+    image.save(
+        buf, format=wire_format, **({"quality": 90} if wire_format == "JPEG" else {"compress_level": 1})
+    )
     mime = "image/png" if wire_format == "PNG" else "image/jpeg"
     return f"data:{mime};base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
 
@@ -226,9 +267,7 @@ def to_openai_messages(turns: Sequence[Turn], settings: PromptSettings | None = 
             if isinstance(part, TextPart):
                 content.append({"type": "text", "text": part.text})
             else:
-                content.append(
-                    {"type": "image_url", "image_url": {"url": _data_url(part.image, s.wire_format)}}
-                )
+                content.append({"type": "image_url", "image_url": {"url": part.data_url(s.wire_format)}})
         messages.append({"role": turn.role, "content": content})
     return messages
 

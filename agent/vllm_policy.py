@@ -36,7 +36,7 @@ class VllmSettings(BaseModel):
     connect_timeout_s: float = Field(5.0, gt=0, description="Connection timeout")
     max_retries: int = Field(3, ge=0, description="Retries on connection errors, 429 and 5xx")
     backoff_s: float = Field(0.5, ge=0, description="First retry delay (doubles each retry)")
-    max_connections: int = Field(64, gt=0, description="Connection pool size")
+    max_connections: int = Field(256, gt=0, description="Connection pool size (concurrent policy requests)")
     suppress_token_ids: tuple[int, ...] = Field(
         (), description="Token ids never to generate (JSON list; e.g. vision tokens)"
     )
@@ -89,7 +89,8 @@ class VllmPolicy:
     ) -> PolicyResult:
         s = sampling or self.sampling
         name = model or self.settings.model
-        body = self._body(turns, s, name)
+        # Encoding the screenshots is CPU work: off the event loop, which serves other episodes.
+        body = await asyncio.to_thread(self._body, turns, s, name)
         start = time.perf_counter()
         data = await self._post("/v1/chat/completions", body)
         latency = time.perf_counter() - start

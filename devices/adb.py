@@ -19,7 +19,7 @@ import re
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import adbutils
 from adbutils.errors import AdbConnectionError, AdbError, AdbTimeout
@@ -67,6 +67,10 @@ class DriverSettings:
     screenshot_timeout: float = 15.0
     hierarchy_timeout: float = 20.0
     display_id: int | None = None  # multi-display phones: which display to capture
+    # png: `screencap -p` (the phone compresses; ~0.1-0.5 MB per frame). raw: `screencap` (RGBA,
+    # ~10 MB per 1080x2400 frame, no compression on the phone; the driver encodes the PNG it keeps).
+    # raw pays off on a fast link (USB 3, an emulator on the same host) with a slow phone CPU.
+    capture: Literal["png", "raw"] = "png"
     use_uiautomator2: bool = True  # when the package is installed
     raise_on_black_frame: bool = False
     app_aliases: Mapping[str, list[str]] = field(default_factory=dict)
@@ -167,14 +171,35 @@ class AdbDriver:
 
     # -- observation -----------------------------------------------------------------------------
     async def screenshot(self) -> ScreenCapture:
-        args: list[str | int] = ["screencap", "-p"]
+        raw = self.settings.capture == "raw"
+        args: list[str | int] = ["screencap"] if raw else ["screencap", "-p"]
         if self.settings.display_id is not None:
             args += ["-d", self.settings.display_id]
         t = self.settings.screenshot_timeout
         command = quote(*args)
         result = await self._call(lambda: self._run(command, t), t)
-        data = result.stdout
         warnings = result.stderr.decode("utf-8", "replace").strip()
+        decode = self._decode_raw if raw else self._decode_png
+
+        def frame() -> tuple[Image.Image, bytes, str, bool]:
+            image, data, notes = decode(result.stdout, warnings)
+            return image, data, notes, image.getbbox() is None  # every pixel zero: all black
+
+        # Decoding and the black check are CPU work: off the event loop, which serves other phones.
+        image, data, warnings, black = await asyncio.to_thread(frame)
+        if "Multiple displays" in warnings and self.settings.display_id is None:
+            log.warning("%s: several displays; capturing the default one (set display_id)", self._serial)
+        capture = ScreenCapture(png=data, width=image.width, height=image.height, image=image)
+        if black:
+            reason = "the screen is off" if not await self.is_screen_on() else "the app forbids screenshots"
+            if self.settings.raise_on_black_frame:
+                raise BlackFrame(self._serial, f"all-black screenshot: {reason}")
+            log.warning("%s: all-black screenshot (%s)", self._serial, reason)
+            capture = ScreenCapture(png=data, width=image.width, height=image.height, black=True, note=reason,
+                                    image=image)  # fmt: skip
+        return capture
+
+    def _decode_png(self, data: bytes, warnings: str) -> tuple[Image.Image, bytes, str]:
         start = data.find(PNG_MAGIC)
         if start < 0:
             raise DeviceError(
@@ -183,22 +208,35 @@ class AdbDriver:
         if start > 0:  # a warning printed into stdout before the image (old devices, no shell v2)
             warnings = (warnings + " " + data[:start].decode("utf-8", "replace")).strip()
             data = data[start:]
-        if "Multiple displays" in warnings and self.settings.display_id is None:
-            log.warning("%s: several displays; capturing the default one (set display_id)", self._serial)
         try:
             image = Image.open(io.BytesIO(data))
             image.load()
         except Exception as exc:
             raise DeviceError(self._serial, f"screencap returned a broken PNG: {exc}") from exc
-        black = image.convert("L").getextrema()[1] == 0
-        capture = ScreenCapture(png=data, width=image.width, height=image.height)
-        if black:
-            reason = "the screen is off" if not await self.is_screen_on() else "the app forbids screenshots"
-            if self.settings.raise_on_black_frame:
-                raise BlackFrame(self._serial, f"all-black screenshot: {reason}")
-            log.warning("%s: all-black screenshot (%s)", self._serial, reason)
-            capture = ScreenCapture(png=data, width=image.width, height=image.height, black=True, note=reason)
-        return capture
+        return image.convert("RGB"), data, warnings
+
+    def _decode_raw(self, data: bytes, warnings: str) -> tuple[Image.Image, bytes, str]:
+        """A raw frame: width, height, format (and, from Android 9, colour space) as little-endian
+        uint32, then RGBA_8888 pixels; any text before it is a warning."""
+        for offset in range(min(len(data), 4096)):  # skip a warning line printed into stdout
+            if len(data) - offset < 12:
+                break
+            width, height, fmt = struct.unpack_from("<3I", data, offset)
+            pixels = width * height * 4
+            header = len(data) - offset - pixels
+            if fmt == 1 and 0 < width <= 10000 and 0 < height <= 10000 and header in (12, 16):
+                if offset:
+                    warnings = (warnings + " " + data[:offset].decode("utf-8", "replace")).strip()
+                body = data[offset + header :]
+                image = Image.frombuffer("RGBA", (width, height), body, "raw", "RGBA", 0, 1).convert("RGB")
+                out = io.BytesIO()
+                image.save(out, format="PNG", compress_level=1)
+                return image, out.getvalue(), warnings
+        raise DeviceError(
+            self._serial,
+            f"screencap returned no RGBA_8888 frame ({len(data)} bytes; {warnings or 'no message'}); "
+            "use capture='png' for this device",
+        )
 
     async def is_screen_on(self) -> bool:
         out = await self.shell(quote("dumpsys", "power"))

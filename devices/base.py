@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 
 class DeviceError(RuntimeError):
@@ -65,6 +68,8 @@ class ScreenCapture:
     height: int
     black: bool = False
     note: str = ""
+    # The decoded frame (RGB), when the driver already has it: saves decoding the PNG again.
+    image: Image.Image | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

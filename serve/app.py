@@ -21,6 +21,7 @@ from agent.policy import Policy
 from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry
 from agent.store import TrajectoryStore
+from devices.adb import DriverSettings
 from devices.pool import DevicePool, PoolSettings
 from serve import metrics
 from serve.auth import KeyStore, sync_keys_file
@@ -60,9 +61,10 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         if settings.api_keys_file is not None:
             active, revoked = sync_keys_file(keys, settings.api_keys_file)
             log.info("keys file %s: %d key(s) active, %d revoked", settings.api_keys_file, active, revoked)
-        pool = DevicePool(PoolSettings(servers=settings.adb_servers))
+        pool = DevicePool(PoolSettings(servers=settings.adb_servers,
+                                       driver=DriverSettings(capture=settings.screenshot_capture)))  # fmt: skip
         await pool.start()
-        prompt = PromptSettings(resize=settings.resize)
+        prompt = settings.prompt_settings()
         registry = ModelRegistry(store.engine)
         chosen = policy or make_policy(settings, prompt, registry)
         cluster = Cluster(store.engine, settings.replica_id, settings.device_lease_ttl_s)

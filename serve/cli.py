@@ -217,11 +217,10 @@ def register_model(
 def _swap(action: str, name: str | None, force: bool, reason: str | None) -> None:
     import asyncio
 
-    from agent.prompt import PromptSettings
     from serve.swap import HotSwapController, SwapError
 
     settings, store, registry = _service_parts()
-    controller = HotSwapController(store, registry, settings.policy, PromptSettings(resize=settings.resize),
+    controller = HotSwapController(store, registry, settings.policy, settings.prompt_settings(),
                                    settings.swap, owner=f"{settings.replica_id}:cli")  # fmt: skip
 
     async def run() -> Any:
@@ -308,7 +307,6 @@ def scheduler() -> None:
     import asyncio
 
     from agent.jobs import JobStore
-    from agent.prompt import PromptSettings
     from serve.logs import setup_logging
     from serve.scheduler import Scheduler
     from serve.swap import HotSwapController
@@ -316,7 +314,7 @@ def scheduler() -> None:
     setup_logging()
     warn_unknown_variables()
     settings, store, registry = _service_parts()
-    controller = HotSwapController(store, registry, settings.policy, PromptSettings(resize=settings.resize),
+    controller = HotSwapController(store, registry, settings.policy, settings.prompt_settings(),
                                    settings.swap, owner=f"{settings.replica_id}:scheduler")  # fmt: skip
 
     async def after(job: Any) -> None:

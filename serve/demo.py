@@ -74,13 +74,13 @@ def choose_policy(kind: str, data_dir: Path) -> Choice:
         except httpx.HTTPError:
             up = False
         if up or kind == "vllm":
-            prompt = PromptSettings(resize=settings.resize)
+            prompt = settings.prompt_settings()
             return Choice(VllmPolicy(settings.policy, prompt=prompt), f"vLLM at {settings.policy.base_url} "
                           f"(model {settings.policy.model})", "a real policy: success depends on the model", prompt)  # fmt: skip
     if kind in ("auto", "local") and settings.local_model_dir:
         from agent.local_policy import LocalPolicy
 
-        prompt = PromptSettings(resize=settings.resize)
+        prompt = settings.prompt_settings()
         return Choice(LocalPolicy(settings.local_model_dir, prompt=prompt), f"local checkpoint {settings.local_model_dir}",
                       "in-process transformers: success depends on the checkpoint; slow on a CPU", prompt)  # fmt: skip
     if kind in ("auto", "tiny"):

@@ -25,8 +25,13 @@ class StepResponse(BaseModel):
     error: str | None = None
     screenshot_url: str | None = None
     model_version: str | None = None
-    policy_s: float | None = None
-    device_s: float | None = None
+    policy_s: float | None = Field(None, description="Time the policy server took (the HTTP request).")
+    device_s: float | None = Field(None, description="Time the phone took (screenshot, action, settling).")
+    started_at: datetime | None = None
+    ended_at: datetime | None = Field(
+        None,
+        description="The rest of ended_at - started_at beyond policy_s and device_s is the service's own.",
+    )
 
     @classmethod
     def of(cls, step: Step) -> StepResponse:
@@ -47,6 +52,8 @@ class StepResponse(BaseModel):
             model_version=step.model_version,
             policy_s=step.timings.policy_s,
             device_s=step.timings.device_s,
+            started_at=step.started_at,
+            ended_at=step.ended_at,
         )
 
 

@@ -8,6 +8,7 @@ from typing import Literal, get_args
 
 from pydantic import Field
 
+from agent.prompt import PromptSettings
 from agent.settings import AgentSettings
 from serve.scheduler import SchedulerSettings
 from serve.swap import SwapSettings
@@ -45,6 +46,16 @@ class ServeSettings(AgentSettings):
         default_factory=lambda: list(get_args(ReadinessCheck)),
         description="What /readyz requires (JSON list); behind a load balancer, database alone",
     )
+    screenshot_capture: Literal["png", "raw"] = Field(
+        "png",
+        description="png: `screencap -p` (the phone compresses); raw: uncompressed frames, for fast links "
+        "and slow phones (see benchmarks/screenshot_path.py)",
+    )
+    image_transport: Literal["resized", "original"] = Field(
+        "resized",
+        description="resized: the service resizes screenshots; original: the policy server does "
+        "(its processor's min/max pixels must equal UIS1_RESIZE__*)",
+    )
     api_keys_file: Path | None = Field(
         None,
         description="Keys managed by a file (a mounted secret): lines `NAME SCOPES TOKEN`, applied at start",
@@ -53,3 +64,7 @@ class ServeSettings(AgentSettings):
     swap: SwapSettings = SwapSettings()
     # Nightly retraining (`uis1 retrain` in a child process) and its schedule.
     scheduler: SchedulerSettings = SchedulerSettings()
+
+    def prompt_settings(self) -> PromptSettings:
+        """How prompts are built: the resize limits and how screenshots travel to the policy."""
+        return PromptSettings(resize=self.resize, image_transport=self.image_transport)

@@ -7,17 +7,22 @@ changes go through one lock, since adb streams are served concurrently.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from devices.sim import render
 from devices.sim.apps import APP_CLASSES, App
 from devices.sim.faults import Faults
 from devices.sim.screen import Dialog, Screen, TextField
 from devices.sim.ui import View, hierarchy_xml, hit
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
 ADB_KEYBOARD_IME = "com.android.adbkeyboard/.AdbIME"
@@ -38,6 +43,16 @@ class Theme:
 
 LIGHT = Theme(background="#ffffff", bar="#f1f3f4", ink="#202124")
 DARK = Theme(background="#202124", bar="#303134", ink="#e8eaed")
+
+
+@dataclass
+class _Frame:
+    """The last drawn screen, by signature, with its encodings made when first asked for."""
+
+    key: tuple[object, ...]
+    image: Image.Image
+    png: bytes | None = None
+    raw: bytes | None = None
 
 
 @dataclass
@@ -78,6 +93,7 @@ class SimPhone:
         self.height = height
         self.model = model
         self.lock = threading.RLock()
+        self._last_frame: _Frame | None = None
         self.faults = Faults()
         self.settings = SystemSettings()
         self.screen_on = True
@@ -362,12 +378,33 @@ class SimPhone:
                          on_tap=partial(self.keyevent, code)))  # fmt: skip
         return nav
 
-    def screenshot_png(self) -> bytes:
+    def _frame(self) -> _Frame:
         with self.lock:
             if not self.screen_on or self.foreground.secure or self.faults.black_frames:
-                return render.render_png(View("frame", (0, 0, self.width, self.height)), (self.width, self.height),
-                                         background="#000000")  # fmt: skip
-            return render.render_png(self.view(), (self.width, self.height), background=self.theme.background)
+                root, background = View("frame", (0, 0, self.width, self.height)), "#000000"
+            else:
+                root, background = self.view(), self.theme.background
+            # An unchanged screen is not drawn again (a phone's compositor does not redraw either).
+            key = (render.signature(root), self.width, self.height, background)
+            if self._last_frame is None or self._last_frame.key != key:
+                self._last_frame = _Frame(key, render.render(root, (self.width, self.height), background))
+            return self._last_frame
+
+    def screenshot_png(self) -> bytes:
+        """What ``screencap -p`` writes."""
+        frame = self._frame()
+        if frame.png is None:
+            frame.png = render.encode_png(frame.image)
+        return frame.png
+
+    def screenshot_raw(self) -> bytes:
+        """What ``screencap`` writes without ``-p`` (Android 9+): width, height, pixel format
+        (1 = RGBA_8888) and colour space (0 = unknown) as little-endian uint32, then the pixels."""
+        frame = self._frame()
+        if frame.raw is None:
+            header = struct.pack("<4I", self.width, self.height, 1, 0)
+            frame.raw = header + frame.image.convert("RGBA").tobytes()
+        return frame.raw
 
     def hierarchy(self) -> str:
         with self.lock:

@@ -6,6 +6,7 @@ real phone's resolution, so a vision model sees text of realistic size in realis
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from functools import cache
 
@@ -139,8 +140,24 @@ def render(root: View, size: tuple[int, int], background: str = "#ffffff") -> Im
     return image
 
 
+# View fields that never change a pixel: handlers, the edit model behind a text view, the children
+# (which get their own signature). Every other field is part of a frame's signature, so a field added
+# later makes frames differ rather than look alike.
+_NOT_DRAWN = frozenset({"on_tap", "on_tap_at", "on_long_press", "on_scroll", "children", "text_field"})
+_DRAWN = tuple(f.name for f in dataclasses.fields(View) if f.name not in _NOT_DRAWN)
+
+
+def signature(root: View) -> tuple[object, ...]:
+    """Everything about a view tree that rendering reads: equal signatures give equal frames."""
+    return (tuple(getattr(root, name) for name in _DRAWN), tuple(signature(c) for c in root.children))
+
+
 def render_png(root: View, size: tuple[int, int], background: str = "#ffffff") -> bytes:
+    return encode_png(render(root, size, background))
+
+
+def encode_png(image: Image.Image) -> bytes:
     buf = io.BytesIO()
     # Fast zlib level: screenshots are taken every step, and level 1 is ~5x faster than 6.
-    render(root, size, background).save(buf, format="PNG", compress_level=1)
+    image.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()

@@ -341,17 +341,19 @@ def _input(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) 
 
 def _screencap(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) -> Result:
     paths = [a for a in args if not a.startswith("-") and not a.isdigit()]
-    png = phone.screenshot_png()
+    # As screencap does: PNG with -p or a .png file name, else the raw frame (header + RGBA).
+    as_png = "-p" in args or bool(paths and paths[0].endswith(".png"))
+    image = phone.screenshot_png() if as_png else phone.screenshot_raw()
     if phone.faults.display_warning and "-d" not in args:
         # What foldables print, on stdout, when no display is named.
-        png = (
+        image = (
             b"[Warning] Multiple displays were found, but no display id was specified! Defaulting to the first display found, however this default is not guaranteed to be consistent across captures. A display id should be specified.\n"
-            + png
+            + image
         )
     if paths:
-        phone.files[paths[0]] = FileEntry(png)
+        phone.files[paths[0]] = FileEntry(image)
         return Result()
-    return Result(stdout=png)
+    return Result(stdout=image)
 
 
 def _wm(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) -> Result:

@@ -82,6 +82,32 @@ def test_concurrent_requests_and_token_accounting(vllm, local) -> None:  # type:
     assert all(r.model_version == vllm["model"] for r in results)
 
 
+def test_original_screenshots_are_resized_by_the_server_to_the_same_size(vllm, local) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    original = replace(PROMPT, image_transport="original")
+    shot = Screenshot.from_image(Image.new("RGB", (360, 800), (200, 90, 30)))
+    turns = build_conversation("Open Clock", [shot], [], original)
+    part = turns[1].parts[-1]
+    assert part.original == shot.data
+    assert part.resized is None
+    assert part.image.size == (360, 800)  # type: ignore[union-attr]  # decoded on demand (local backends)
+
+    async def both() -> tuple[int, int]:
+        remote = _policy(vllm, local)
+        sent = VllmPolicy(remote.settings, prompt=original, sampling=SAMPLING)
+        try:
+            a = await remote.predict(build_conversation("Open Clock", [shot], [], PROMPT))
+            b = await sent.predict(turns)
+            return a.prompt_tokens or 0, b.prompt_tokens or 0
+        finally:
+            await remote.aclose()
+            await sent.aclose()
+
+    resized_tokens, original_tokens = asyncio.run(both())
+    assert original_tokens == resized_tokens > 100  # the server made the same number of image patches
+
+
 def test_an_unknown_model_or_too_many_images_is_rejected_without_retry(vllm, local) -> None:  # type: ignore[no-untyped-def]
     async def scenario() -> None:
         remote = _policy(vllm, local, max_retries=3)

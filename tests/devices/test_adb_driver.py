@@ -51,6 +51,27 @@ def test_screenshot_is_a_png_of_the_screen_size(driver, sim) -> None:  # type: i
     assert run(driver.screen_size()) == (1080, 2400)
 
 
+def test_raw_capture_gives_the_same_pixels_as_png(sim, fleet) -> None:  # type: ignore[no-untyped-def]
+    png = AdbDriver(fleet.client(), sim.serial, DriverSettings(use_uiautomator2=False))
+    raw = AdbDriver(fleet.client(), sim.serial, DriverSettings(use_uiautomator2=False, capture="raw"))
+    a, b = run(png.screenshot()), run(raw.screenshot())
+    assert (b.width, b.height) == (1080, 2400)
+    assert a.image is not None
+    assert b.image is not None
+    assert b.image.tobytes() == a.image.tobytes() == Image.open(io.BytesIO(b.png)).convert("RGB").tobytes()
+    sim.phone.faults.display_warning = True  # a warning printed before the frame is skipped
+    assert run(raw.screenshot()).image.tobytes() == a.image.tobytes()  # type: ignore[union-attr]
+    sim.phone.faults.display_warning = False
+    sim.phone.faults.black_frames = True
+    assert run(raw.screenshot()).black
+
+
+def test_a_frame_that_is_not_rgba_is_refused_with_advice(sim, fleet) -> None:  # type: ignore[no-untyped-def]
+    raw = AdbDriver(fleet.client(), sim.serial, DriverSettings(capture="raw"))
+    with pytest.raises(DeviceError, match=r"no RGBA_8888 frame .*capture='png'"):
+        raw._decode_raw(b"\x10\x00\x00\x00\x10\x00\x00\x00\x04\x00\x00\x00" + bytes(16 * 16 * 2), "")
+
+
 def test_tap_opens_the_app_under_the_finger(driver, sim) -> None:  # type: ignore[no-untyped-def]
     from devices.sim.ui import find
 

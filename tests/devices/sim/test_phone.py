@@ -80,3 +80,21 @@ def test_common_adb_commands_answer_in_the_formats_clients_parse() -> None:
     run(phone, "am start -n com.android.settings/.Settings")
     assert phone.foreground.package == "com.android.settings"
     assert run(phone, "input text 你好").code == 1  # `input text` is ASCII-only, as on a phone
+
+
+def test_an_unchanged_screen_is_not_drawn_again_and_any_change_is() -> None:
+    phone = SimPhone("t", width=720, height=1600)
+    phone.start("com.android.settings")
+    first = phone.screenshot_png()
+    assert phone.screenshot_png() is first  # the same frame, not rendered again
+    wifi = find(phone.view(), text="Network & internet")
+    assert wifi is not None
+    phone.tap(*wifi.center)  # opens the network page
+    changed = phone.screenshot_png()
+    assert changed != first
+    assert phone.screenshot_png() is changed
+    phone.screen_on = False
+    off = Image.open(io.BytesIO(phone.screenshot_png())).convert("L")
+    assert off.getextrema() == (0, 0)  # the black frame is its own frame, not the cached one
+    phone.screen_on = True
+    assert phone.screenshot_png() != off.tobytes()
