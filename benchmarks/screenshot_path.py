@@ -8,7 +8,8 @@ every path, the paths interleaved frame by frame:
 - `driver png`: AdbDriver.screenshot() with capture=png (`screencap -p`, decoded once in a thread,
   black-frame check), what the service uses by default;
 - `driver raw`: capture=raw (`screencap` RGBA frame, PNG encoded on this side for the store);
-- `adbutils screenshot()`: adbutils' own call (`screencap -p` over its shell, decoded to a PIL image);
+- `adbutils screenshot()`: adbutils' own call (`screencap -p` over its shell, decoded to a PIL image,
+  no black-frame check);
 - `transfer only (png)` / `(raw)`: the shell output read as bytes, nothing decoded: the wire cost.
 
 Two screens: `static` repeats one frame (the simulated phone draws it once, so the figures are the
@@ -90,6 +91,7 @@ def run(fleet: SimFleet, device: Any, frames: int) -> list[dict[str, Any]]:
 
     def adbutils_screenshot() -> int:
         image = adb_device.screenshot()
+        image.load()  # PIL decodes lazily: count the decode, as the driver paths do
         return int(image.width * image.height * 3)  # a decoded image; the PNG size is the same as driver png
 
     def transfer(command: str) -> Callable[[], int]:

@@ -105,16 +105,14 @@ async def run_round(client: httpx.AsyncClient, n: int, steps: int) -> dict[str, 
     for response in responses:
         response.raise_for_status()
         ids.append(response.json()["id"])
-    pending = set(ids)
-    while pending:
-        await asyncio.sleep(0.5)
-        listing = (await client.get("/v1/tasks", params={"limit": 500})).json()["tasks"]
-        done = {t["id"] for t in listing if t["status"] not in ("pending", "running")}
-        pending -= done
+    while True:  # two one-row queries a second: the benchmark's own load on the service stays small
+        await asyncio.sleep(1.0)
+        busy = [(await client.get("/v1/tasks", params={"status": s, "limit": 1})).json()["tasks"]
+                for s in ("pending", "running")]  # fmt: skip
+        if not any(busy):
+            break
         if time.monotonic() - started > 600 + 10 * steps:
-            raise RuntimeError(
-                f"{len(pending)} task(s) still running after {time.monotonic() - started:.0f} s"
-            )
+            raise RuntimeError(f"tasks still running after {time.monotonic() - started:.0f} s")
     trajectories = [(await client.get(f"/v1/trajectories/{i}")).json() for i in ids]
     step_overhead, policy, device, walls = [], [], [], []
     total_steps, episode_overhead, episode_wall = 0, 0.0, 0.0
@@ -167,6 +165,11 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1080)
     parser.add_argument("--height", type=int, default=2400)
     parser.add_argument("--store-url", default=None, help="Default: SQLite in a temporary folder.")
+    parser.add_argument("--image-transport", choices=["resized", "original"], default="resized",
+                        help="UIS1_IMAGE_TRANSPORT of the service.")  # fmt: skip
+    parser.add_argument("--capture", choices=["png", "raw"], default="png", help="UIS1_SCREENSHOT_CAPTURE.")
+    parser.add_argument("--service-checkout", type=Path, default=None,
+                        help="Run the service from another checkout's packages (before/after comparisons).")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="Print the results as JSON too.")
     parser.add_argument(
         "--serve-policy", nargs=3, metavar=("PORT", "LATENCY", "STEPS"), help=argparse.SUPPRESS
@@ -204,8 +207,11 @@ def main() -> None:
             "UIS1_STORE__SCREENSHOT_DIR": str(workdir / "screenshots"), "UIS1_PORT": str(api_port),
             "UIS1_API_KEYS_FILE": str(workdir / "keys"), "UIS1_ADB_SERVERS": f'["127.0.0.1:{adb.port}"]',
             "UIS1_POLICY__BASE_URL": f"http://127.0.0.1:{policy_port}", "UIS1_POLICY__MODEL": "bench",
+            "UIS1_IMAGE_TRANSPORT": args.image_transport, "UIS1_SCREENSHOT_CAPTURE": args.capture,
             "UIS1_EPISODE__SETTLE_S": "0", "UIS1_MAX_QUEUE": "1000", "UIS1_READINESS_CHECKS": '["database"]',
         })  # fmt: skip
+        if args.service_checkout is not None:
+            env["PYTHONPATH"] = str(args.service_checkout.resolve())
         log = (workdir / "service.log").open("wb")
         processes.append(subprocess.Popen([uis1, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT))
         base = f"http://127.0.0.1:{api_port}"
@@ -245,7 +251,8 @@ def main() -> None:
         adb.stop()
 
     print(f"\nservice overhead, policy stand-in at {args.policy_latency * 1000:.0f} ms, {args.steps} steps per "
-          f"episode, phones {args.width}x{args.height} ({machine()})")  # fmt: skip
+          f"episode, phones {args.width}x{args.height}, images {args.image_transport}, capture {args.capture} "
+          f"({machine()})")  # fmt: skip
     header = (f"{'episodes':>8} {'steps/s':>8} {'overhead/step':>14} {'share':>6} {'in-step p50':>11} "
               f"{'p95':>7} {'policy p50':>10} {'device p50':>10} {'p95':>7} {'step p50':>8} {'p95':>7}")  # fmt: skip
     print(header)
@@ -258,6 +265,7 @@ def main() -> None:
             print(f"{'':>8} statuses: {r['statuses']}")
     if args.json:
         print(json.dumps({"machine": machine(), "policy_latency_s": args.policy_latency, "steps": args.steps,
+                          "image_transport": args.image_transport, "capture": args.capture,
                           "screen": [args.width, args.height], "rounds": results}, indent=2))  # fmt: skip
 
 

@@ -213,7 +213,7 @@ class AdbDriver:
             image.load()
         except Exception as exc:
             raise DeviceError(self._serial, f"screencap returned a broken PNG: {exc}") from exc
-        return image.convert("RGB"), data, warnings
+        return (image if image.mode == "RGB" else image.convert("RGB")), data, warnings
 
     def _decode_raw(self, data: bytes, warnings: str) -> tuple[Image.Image, bytes, str]:
         """A raw frame: width, height, format (and, from Android 9, colour space) as little-endian

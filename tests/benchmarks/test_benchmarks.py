@@ -1,0 +1,81 @@
+"""Each benchmark script runs from the checkout on a small setting and prints its figures.
+
+These are not performance tests: nothing here checks a figure against a target (BENCHMARKS.md
+holds the measured ones). They check that the scripts still run end to end and report what they
+claim to (the machine, a table, JSON where asked), so the commands in BENCHMARKS.md stay true.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def _run(script: str, *args: str, timeout: float = 600) -> str:
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args], cwd=REPO,
+                            capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def _json_tail(output: str) -> Any:
+    return json.loads(output[output.index("\n{") + 1 :])
+
+
+def test_devices_latency() -> None:
+    output = _run("devices_latency.py", "--rounds", "2")
+    assert "cores" in output
+    assert "screenshot" in output
+
+
+def test_screenshot_path() -> None:
+    report = _json_tail(
+        _run("screenshot_path.py", "--frames", "2", "--width", "540", "--height", "1200", "--json")
+    )
+    paths = {(r["screen"], r["path"]) for r in report["results"]}
+    assert ("changing", "driver raw") in paths
+    assert ("static", "adbutils screenshot()") in paths
+    raw = next(r for r in report["results"] if r["path"] == "transfer only (raw)")
+    assert raw["bytes"] == 540 * 1200 * 4 + 16  # header + RGBA pixels
+
+
+def test_service_overhead() -> None:
+    output = _run("service_overhead.py", "--episodes", "1,3", "--steps", "3", "--policy-latency", "0.05",
+                  "--width", "540", "--height", "1200", "--image-transport", "original", "--json")  # fmt: skip
+    report = _json_tail(output)
+    assert [r["episodes"] for r in report["rounds"]] == [1, 3]
+    for result in report["rounds"]:
+        assert result["statuses"] == {"succeeded": result["episodes"]}  # terminate on the last step
+        assert result["steps"] == 3 * result["episodes"]
+        assert result["policy_p50_ms"] >= 50  # the stand-in's fixed latency is policy time
+        assert 0 <= result["overhead_share"] < 1
+
+
+def test_train_step(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "train.json"
+    _run("train_step.py", "--steps", "2", "--tasks", "wifi_on", "--tasks-per-step", "1", "--n", "2",
+         "--max-new-tokens", "8", "--quiet", "--json", str(out))  # fmt: skip
+    results = json.loads(out.read_text())
+    assert len(results["torch"]["steps"]) == 2
+    assert results["torch"]["mean"]["steps_per_s"] > 0
+
+
+def test_hotswap(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "hotswap.json"
+    output = _run("hotswap.py", "--clients", "2", "--warmup-s", "1", "--settle-s", "1", "--json", str(out),
+                  timeout=850)  # fmt: skip
+    results = json.loads(out.read_text())
+    assert {r.get("path") for r in results} >= {"adapter", "in_place"}
+    assert results[-1]["requests"] > 0
+    assert "whole run" in output
