@@ -109,7 +109,12 @@ class Screenshot:
     def open(self) -> Image.Image:
         image = Image.open(io.BytesIO(self.data))
         image.load()
-        return image.convert("RGB")
+        return as_rgb(image)
+
+
+def as_rgb(image: Image.Image) -> Image.Image:
+    """The image in RGB; one already in RGB is used as is (``convert`` would copy it)."""
+    return image if image.mode == "RGB" else image.convert("RGB")
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,7 @@ def prepare_image(screenshot: Screenshot | Image.Image, settings: PromptSettings
     if original and isinstance(screenshot, Screenshot) and screenshot.mime == "image/png":
         geometry = ScreenGeometry.for_screen(screenshot.size, settings.resize)
         return ImagePart(None, geometry, original=screenshot.data)
-    image = screenshot.open() if isinstance(screenshot, Screenshot) else screenshot.convert("RGB")
+    image = screenshot.open() if isinstance(screenshot, Screenshot) else as_rgb(screenshot)
     geometry = ScreenGeometry.for_screen(Size(*image.size), settings.resize)
     if Size(*image.size) != geometry.resized:
         image = image.resize(geometry.resized, Image.Resampling.BICUBIC)

@@ -189,15 +189,15 @@ class AdbDriver:
         image, data, warnings, black = await asyncio.to_thread(frame)
         if "Multiple displays" in warnings and self.settings.display_id is None:
             log.warning("%s: several displays; capturing the default one (set display_id)", self._serial)
-        capture = ScreenCapture(png=data, width=image.width, height=image.height, image=image)
+        note = ""
         if black:
-            reason = "the screen is off" if not await self.is_screen_on() else "the app forbids screenshots"
+            note = "the screen is off" if not await self.is_screen_on() else "the app forbids screenshots"
             if self.settings.raise_on_black_frame:
-                raise BlackFrame(self._serial, f"all-black screenshot: {reason}")
-            log.warning("%s: all-black screenshot (%s)", self._serial, reason)
-            capture = ScreenCapture(png=data, width=image.width, height=image.height, black=True, note=reason,
-                                    image=image)  # fmt: skip
-        return capture
+                raise BlackFrame(self._serial, f"all-black screenshot: {note}")
+            log.warning("%s: all-black screenshot (%s)", self._serial, note)
+        return ScreenCapture(
+            png=data, width=image.width, height=image.height, black=black, note=note, image=image
+        )
 
     def _decode_png(self, data: bytes, warnings: str) -> tuple[Image.Image, bytes, str]:
         start = data.find(PNG_MAGIC)

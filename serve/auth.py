@@ -124,6 +124,10 @@ class FileKey:
     scopes: frozenset[Scope]
     token: str
 
+    @property
+    def id(self) -> str:
+        return self.token.split("_")[1]  # read_keys_file checked the shape uis1_<id>_<secret>
+
 
 def new_token() -> str:
     return f"uis1_{secrets.token_hex(6)}_{secrets.token_urlsafe(32)}"
@@ -170,7 +174,7 @@ def sync_keys_file(store: KeyStore, path: Path) -> tuple[int, int]:
     different token, is refused rather than overwritten.
     """
     wanted = read_keys_file(path)
-    ids = {key.token.split("_")[1]: key for key in wanted}
+    ids = {key.id: key for key in wanted}
     now = utcnow()
     revoked = 0
     with store.engine.begin() as conn:

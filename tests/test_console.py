@@ -16,6 +16,14 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([UIS1, *args], capture_output=True, text=True, timeout=120, check=False)
 
 
+def _assert_python_runs(code: str) -> None:
+    """Run ``code`` in a fresh interpreter (nothing imported yet) and require it to succeed."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
 def test_help_lists_the_package_commands() -> None:
     result = run("--help")
     assert result.returncode == 0, result.stderr
@@ -36,10 +44,7 @@ def test_the_entry_point_does_not_import_torch() -> None:
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr
+    _assert_python_runs(code)
 
 
 def test_agent_parse_reports_errors_with_a_nonzero_exit() -> None:
@@ -70,7 +75,4 @@ def test_the_service_and_its_swap_and_schedule_never_import_the_trainer() -> Non
         "heavy = [m for m in ('torch', 'transformers', 'deepspeed', 'train') if m in sys.modules]\n"
         "assert not heavy, heavy"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr
+    _assert_python_runs(code)

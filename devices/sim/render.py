@@ -152,10 +152,6 @@ def signature(root: View) -> tuple[object, ...]:
     return (tuple(getattr(root, name) for name in _DRAWN), tuple(signature(c) for c in root.children))
 
 
-def render_png(root: View, size: tuple[int, int], background: str = "#ffffff") -> bytes:
-    return encode_png(render(root, size, background))
-
-
 def encode_png(image: Image.Image) -> bytes:
     buf = io.BytesIO()
     # Fast zlib level: screenshots are taken every step, and level 1 is ~5x faster than 6.
