@@ -70,7 +70,8 @@ QWEN2_SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p
 
 @dataclass(frozen=True)
 class TinyModelSpec:
-    """Shapes of the tiny model. The defaults give ~0.8 M parameters and a 3 MB checkpoint."""
+    """Shapes of the tiny model. The defaults give ~0.8 M parameters and a 3 MB checkpoint;
+    ``MODEL_SIZES`` names this one and a larger one."""
 
     seed: int = 0
     bpe_vocab: int = 1000
@@ -88,10 +89,22 @@ class TinyModelSpec:
     min_pixels: int = 4 * 28 * 28
     max_pixels: int = 64 * 28 * 28
     dtype: str = "float32"
+    init_std: float = 0.05  # of the random weight matrices
 
     def key(self) -> str:
-        blob = json.dumps({"format": 1, **asdict(self)}, sort_keys=True).encode()
+        fields = asdict(self)
+        if fields["init_std"] == 0.05:  # the key of a spec from before this field existed
+            del fields["init_std"]
+        blob = json.dumps({"format": 1, **fields}, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+# The sizes the benchmarks and tests use: "tiny" (0.8 M parameters) for everything that only needs
+# the real code path, "small" (10.0 M: 7.9 M language model, 1.6 M vision tower) where a model has
+# to learn something on a CPU (benchmarks/learning.py).
+SMALL = TinyModelSpec(hidden=256, layers=8, heads=8, kv_heads=4, intermediate=1024, vision_depth=4,
+                      vision_hidden=128, vision_heads=4, vision_intermediate=512, init_std=0.02)  # fmt: skip
+MODEL_SIZES: dict[str, TinyModelSpec] = {"tiny": TinyModelSpec(), "small": SMALL}
 
 
 def _corpus(seed: int) -> list[str]:
@@ -302,7 +315,7 @@ def _save_processor(spec: TinyModelSpec, tokenizer: Any, out: Path) -> None:
     )
 
 
-def _random_weights(model: Any, seed: int) -> None:
+def _random_weights(model: Any, seed: int, std: float) -> None:
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -313,7 +326,7 @@ def _random_weights(model: Any, seed: int) -> None:
             elif param.dim() == 1:
                 param.copy_(torch.randn(param.shape, generator=gen) * 0.02)
             else:
-                param.copy_(torch.randn(param.shape, generator=gen) * 0.05)
+                param.copy_(torch.randn(param.shape, generator=gen) * std)
 
 
 def build_tiny_model(out: Path, spec: TinyModelSpec | None = None) -> Path:
@@ -330,7 +343,7 @@ def build_tiny_model(out: Path, spec: TinyModelSpec | None = None) -> Path:
     config = _build_config(spec, tokenizer)
     _save_processor(spec, tokenizer, out)
     model = Qwen2_5_VLForConditionalGeneration(config)
-    _random_weights(model, spec.seed)
+    _random_weights(model, spec.seed, spec.init_std)
     model = model.to(getattr(torch, spec.dtype))
     model.generation_config.do_sample = False
     model.generation_config.eos_token_id = config.text_config.eos_token_id

@@ -42,8 +42,10 @@ class AdvantageSettings:
     # its own reward), "full" (to the rollout's last step).
     horizon: Literal["first_mismatch", "before_mismatch", "full"] = "first_mismatch"
     # "total" (Ours, the paper's reading): a rollout's summed reward against the group's;
-    # "pooled_step" (released code): each step reward against all step rewards of the group.
-    episode: Literal["total", "pooled_step"] = "total"
+    # "pooled_step" (released code): each step reward against all step rewards of the group;
+    # "none": no episode-level term (offline RL with the expert's history, where one rollout's
+    # steps do not depend on each other: use it with gamma 0 for per-step GRPO).
+    episode: Literal["total", "pooled_step", "none"] = "total"
     eps: float = EPS
 
 
@@ -90,6 +92,8 @@ def step_advantages(returns: Sequence[Sequence[float]], eps: float = EPS) -> lis
 
 def episode_advantages(group: Sequence[Rollout], settings: AdvantageSettings) -> list[list[float]]:
     """A^E, per step (broadcast over a rollout's steps in the ``total`` form)."""
+    if settings.episode == "none":
+        return [[0.0] * len(rollout) for rollout in group]
     if settings.episode == "total":
         totals = [sum(s.reward for s in rollout) for rollout in group]
         scores = _zscores(totals, settings.eps)

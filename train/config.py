@@ -89,6 +89,9 @@ class RLConfig(_Strict):
     mini_batches: int = Field(4, gt=0)  # optimiser steps per training step
     epochs: int = Field(5, gt=0)
     max_steps: int | None = Field(None, gt=0)
+    # A time budget: stop (and save) after the step that reaches this many seconds of training in
+    # this process (a resumed run starts a new budget). For a nightly window, or equal compute.
+    max_seconds: float | None = Field(None, gt=0)
     save_every: int = Field(5, gt=0)
     eval_every: int | None = Field(10, gt=0)
     log_entropy: bool = True
@@ -111,6 +114,7 @@ class SFTConfig(_Strict):
     batch_size: int = Field(8, gt=0)  # expert steps per optimiser step
     epochs: int = Field(1, gt=0)
     max_steps: int | None = Field(None, gt=0)
+    max_seconds: float | None = Field(None, gt=0)  # as RLConfig.max_seconds
     save_every: int = Field(50, gt=0)
 
 

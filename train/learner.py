@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,6 +62,15 @@ def _global_max(values: Sequence[int]) -> list[int]:
     tensor = torch.tensor(list(values), dtype=torch.int64)
     torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX)
     return [int(v) for v in tensor]
+
+
+def out_of_time(started: float, max_seconds: float | None) -> bool:
+    """Whether a run's time budget (seconds since ``started``) is spent, decided alike on every
+    rank: one rank stopping alone would leave the others waiting in a collective."""
+    if max_seconds is None:
+        return False
+    spent = time.perf_counter() - started >= max_seconds
+    return bool(_global_max([int(spent)])[0])
 
 
 def mini_batches(items: Sequence[Item], count: int, filler: Item | None = None) -> list[list[Item]]:

@@ -27,7 +27,7 @@ from train.advantages import StepSample, group_advantages, keeps_signal
 from train.config import RLConfig
 from train.data import ExpertTrajectory
 from train.evaluate import sop
-from train.learner import Item, mini_batches
+from train.learner import Item, mini_batches, out_of_time
 from train.rollout import Rollout, RolloutEngine, SemiOnlineRollout, TransformersEngine
 from train.runs import Run, Stream, open_run, save
 from train.tracking import Tracker, progress_bar
@@ -156,10 +156,13 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
     total = min(config.epochs * steps_per_epoch, config.max_steps or 1 << 30)
     tracker = Tracker(run.dir, resume_after=run.step if run.step else None)
     bar = progress_bar(progress and run.is_main, total, run.step, "rl")
+    started = time.perf_counter()
     try:
         while run.step < total:
             metrics = _one_step(config, run, stream, engine, roller, reference)
             run.step += 1
+            if out_of_time(started, config.max_seconds):
+                total = run.step  # the time budget is spent: this step is the last (and saved)
             if config.eval_every and run.step % config.eval_every == 0 and run.val:
                 result = sop(engine, run.val, prompt=run.prompt, match_settings=config.match,
                              max_new_tokens=config.rollout.max_new_tokens)  # fmt: skip

@@ -6,6 +6,9 @@ response in its history; a mismatch is patched (the expert action goes into the 
 while the rollout has patched fewer than ε times, and ends the rollout otherwise. The mismatched
 sample stays in the batch with its reward; a patch's text is history only, never a target.
 
+With ``history: expert`` the same loop is offline RL: every rollout's history is the expert's,
+whatever it sampled, so the group at step t is N samples of one prompt (plain per-step GRPO).
+
 Patch variants: ``thought_free`` (the expert action after an empty think block, the default),
 ``off_policy_thought`` (the thought stored with the data), ``on_policy_thought`` (the policy
 writes the thought, prompted with the expert action as a hint: a second, untrained generation).
@@ -66,6 +69,10 @@ class RolloutSettings(BaseModel):
     max_new_tokens: int = Field(512, gt=0)
     patch: PatchSettings = PatchSettings()
     reward: RewardForm = "paper"
+    # Whose actions the history holds: "own" (semi-online: the rollout's matched responses and its
+    # patches) or "expert" (offline RL, the paper's Eq. 3: every step sees the expert's history, as
+    # the patch mode writes it; no rollout ever ends early, so ε does not apply).
+    history: Literal["own", "expert"] = "own"
 
     def sampling(self) -> Sampling:
         return Sampling(self.temperature, self.top_p, self.max_new_tokens)
@@ -199,7 +206,10 @@ class SemiOnlineRollout:
         )
         record = StepRecord(t, turns, generated, reward)
         rollout.steps.append(record)
-        if reward.full_match:
+        if self.settings.history == "expert":
+            rollout.history.append(self._patch(rollout, t, turns, image, sampling))
+            record.patched = not reward.full_match
+        elif reward.full_match:
             rollout.history.append(generated.text)
         elif epsilon < 0 or rollout.patches < epsilon:
             rollout.history.append(self._patch(rollout, t, turns, image, sampling))

@@ -20,7 +20,7 @@ from agent.geometry import ScreenGeometry
 from agent.prompt import build_conversation
 from train.config import SFTConfig
 from train.data import ExpertTrajectory
-from train.learner import Item
+from train.learner import Item, out_of_time
 from train.rollout import expert_response
 from train.runs import Run, Stream, open_run, save
 from train.tracking import Tracker, progress_bar
@@ -59,6 +59,7 @@ def train_sft(config: SFTConfig, *, progress: bool = True) -> Path:
     total = min(config.epochs * math.ceil(len(examples) / config.batch_size), config.max_steps or 1 << 30)
     tracker = Tracker(run.dir, resume_after=run.step if run.step else None)
     bar = progress_bar(progress and run.is_main, total, run.step, "sft")
+    started = time.perf_counter()
     try:
         while run.step < total:
             t0 = time.perf_counter()
@@ -68,6 +69,8 @@ def train_sft(config: SFTConfig, *, progress: bool = True) -> Path:
             update = run.learner.sft_update(items)
             t2 = time.perf_counter()
             run.step += 1
+            if out_of_time(started, config.max_seconds):
+                total = run.step  # the time budget is spent: this step is the last (and saved)
             metrics = {**update, "prepare_s": t1 - t0, "update_s": t2 - t1,
                        "tokens_per_s": update["tokens"] / (t2 - t1) if t2 > t1 else 0.0,
                        "examples": [f"{e.trajectory.id}:{e.step}" for e in batch]}  # fmt: skip

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 from agent.checkpoint import load_model, load_processor, vision_token_ids  # noqa: E402
 from agent.geometry import ResizeSettings  # noqa: E402
 from agent.prompt import PromptSettings, Screenshot, build_conversation, to_chat_template_input  # noqa: E402
-from agent.tiny_model import SPECIAL_TOKENS, TinyModelSpec, build_tiny_model, ensure_tiny_model  # noqa: E402
+from agent.tiny_model import MODEL_SIZES, SPECIAL_TOKENS, TinyModelSpec, build_tiny_model, ensure_tiny_model  # noqa: E402
 
 SMALL = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
 
@@ -64,3 +64,17 @@ def test_building_is_deterministic_and_cached(tmp_path: Path, tiny_model_dir: Pa
     assert other.key() != TinyModelSpec().key()
     with pytest.raises(FileExistsError):
         build_tiny_model(again)
+
+
+def test_the_small_size_is_a_ten_million_parameter_model_that_loads_like_any_checkpoint(
+    tmp_path: Path,
+) -> None:
+    small = build_tiny_model(tmp_path / "small", MODEL_SIZES["small"])
+    model = load_model(small, dtype="float32", device="cpu")
+    total = sum(p.numel() for p in model.parameters())
+    vision = sum(p.numel() for n, p in model.named_parameters() if "visual" in n)
+    assert 9.5e6 < total < 10.5e6
+    assert 1.5e6 < vision < 1.7e6
+    weights = model.model.language_model.layers[0].mlp.up_proj.weight
+    assert float(weights.detach().std()) == pytest.approx(0.02, rel=0.05)  # the spec's init_std, not the tiny 0.05
+    assert MODEL_SIZES["tiny"] == TinyModelSpec()

@@ -66,8 +66,39 @@ def test_train_step(tmp_path: Path) -> None:
     _run("train_step.py", "--steps", "2", "--tasks", "wifi_on", "--tasks-per-step", "1", "--n", "2",
          "--max-new-tokens", "8", "--quiet", "--json", str(out))  # fmt: skip
     results = json.loads(out.read_text())
-    assert len(results["torch"]["steps"]) == 2
-    assert results["torch"]["mean"]["steps_per_s"] > 0
+    assert len(results["tiny/torch"]["steps"]) == 2
+    assert results["tiny/torch"]["mean"]["steps_per_s"] > 0
+
+
+def test_train_step_against_trl(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    out = tmp_path / "trl.json"
+    output = _run("train_step.py", "--trl", "--steps", "2", "--tasks", "wifi_on", "--tasks-per-step", "1",
+                  "--n", "2", "--max-new-tokens", "8", "--quiet", "--json", str(out))  # fmt: skip
+    assert "TRL GRPOTrainer" in output
+    pair = json.loads(out.read_text())["tiny/single_turn"]
+    # The same work both ways: 4 prompts (the steps of wifi_on) x 2 samples per step.
+    assert [r["samples"] for r in pair["this"]["steps"]] == [8, 8]
+    assert [r["samples"] for r in pair["trl"]["steps"]] == [8, 8]
+    assert pair["ratio"] == pytest.approx(pair["trl"]["mean"]["step_s"] / pair["this"]["mean"]["step_s"])
+
+
+def test_learning(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    out = tmp_path / "learning.json"
+    output = _run("learning.py", "--seeds", "0", "--budget", "1", "--methods", "sft", "offline", "sft+semi",
+                  "--tasks", "open_app", "favorite_contact", "--instances", "3", "--heldout", "0.5",
+                  "--base-steps", "2", "--online-steps", "2", "--max-new-tokens", "16", "--quiet",
+                  "--cache", str(tmp_path / "cache"), "--json", str(out), timeout=850)  # fmt: skip
+    assert "online success" in output
+    results = json.loads(out.read_text())["results"]
+    assert set(results) == {"initial", "sft", "offline", "sft+semi"}
+    for method in ("sft", "offline", "sft+semi"):
+        (run,) = results[method]
+        assert run["steps"] >= 1  # trained until the budget was spent
+        assert run["seconds"] > 0
+        assert all(0 <= run[k] <= 1 for k in ("pg", "tsr", "online", "train_pg", "train_tsr"))
+    assert results["sft+semi"][0]["steps"] >= 2  # an SFT step and an RL step at least
 
 
 def test_hotswap(tmp_path: Path) -> None:

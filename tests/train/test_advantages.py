@@ -97,3 +97,12 @@ def test_dynamic_sampling_drops_groups_whose_starting_returns_barely_differ() ->
     assert keeps_signal([[S(1, True)], [S(0.1, False)]])  # std 0.45
     assert keeps_signal([A])  # a lone rollout is kept
     assert not keeps_signal([A, B, C], eta=0.5)
+
+
+def test_without_the_episode_term_and_with_gamma_zero_each_step_is_plain_grpo() -> None:
+    settings = AdvantageSettings(gamma=0.0, episode="none")
+    assert episode_advantages([A, B, C], settings) == [[0.0] * 3, [0.0] * 2, [0.0]]
+    got = group_advantages([A, B, C], settings)
+    # Step 0 rewards 1.0, 1.0, 0.5 (mean 0.833333, unbiased std 0.288675): z-scores of the rewards alone.
+    assert got[0][0] == pytest.approx(0.57735, abs=1e-5)
+    assert got[2][0] == pytest.approx(-1.154701, abs=1e-5)

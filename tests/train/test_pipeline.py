@@ -165,3 +165,20 @@ def test_a_killed_rl_run_resumes_with_the_same_data_order_and_results(
         assert x["tasks"] == y["tasks"]  # the same trajectories, in the same order
         assert x["reward"] == pytest.approx(y["reward"])  # and the same samples
         assert x["pg_loss"] == pytest.approx(y["pg_loss"], abs=1e-6)
+
+
+def test_a_time_budget_ends_sft_and_rl_after_the_step_that_spends_it(
+    tiny_model_dir: Path, sft_checkpoint: Path, tmp_path: Path
+) -> None:
+    from train.config import RLConfig, SFTConfig
+    from train.rl import train_rl
+    from train.sft import train_sft
+
+    common = {"data": SIM_DATA, "resize": RESIZE, "max_steps": 50, "max_seconds": 0.01, "save_every": 1000}
+    sft = train_sft(SFTConfig.model_validate({"model": tiny_model_dir, "output_dir": tmp_path / "sft",
+                                              "batch_size": 2, **common}), progress=False)  # fmt: skip
+    body = rl_body(sft_checkpoint, output_dir=tmp_path / "rl", **common)
+    rl = train_rl(RLConfig.model_validate(body), progress=False)
+    for run in (sft, rl):
+        assert [m["step"] for m in metrics(run)] == [1]  # 50 steps allowed, the budget ran out in the first
+        assert [p.name for p in (run / "checkpoints").iterdir()] == ["step-000001"]  # and the last is saved

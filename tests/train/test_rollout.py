@@ -161,3 +161,17 @@ def test_off_policy_thought_patches_on_the_real_thought_file(interchange_dir: Pa
     last_prompt = rollout.steps[-1].turns
     shown = [p.text for t in last_prompt if t.role == "assistant" for p in t.parts if isinstance(p, TextPart)]
     assert shown == rollout.history[:-1]
+
+
+def test_expert_history_is_offline_rl_every_step_sees_the_experts_actions_and_no_rollout_ends() -> None:
+    engine = ScriptEngine({0: [WRONG, RIGHT[0]], 1: [WRONG, WRONG], 2: [RIGHT[2], WRONG]})
+    settings = RolloutSettings(n=2, patch=PatchSettings(threshold=0), history="expert")
+    rollouts = SemiOnlineRollout(engine, settings, prompt=PROMPT).run(TRAJECTORY)
+    expert = [format_response(expert_action(label, SCREEN, RESIZED)) for label in LABELS]
+    for rollout in rollouts:
+        assert len(rollout.steps) == 3  # ε = 0 would have ended the first at step 0
+        assert rollout.alive
+        assert rollout.history == expert  # a matched response is not kept either: the expert's text is
+    assert [s.patched for s in rollouts[0].steps] == [True, True, False]
+    assert [s.response.text for s in rollouts[1].steps] == [RIGHT[0], WRONG, WRONG]  # targets: own samples
+    assert len(engine.prompts) == 3  # one shared prompt per step, n samples each
