@@ -1,6 +1,6 @@
 """Learning on the simulated phone: SFT, offline RL and semi-online RL from one small model.
 
-    .venv/bin/python benchmarks/learning.py                      # 6 methods x 3 seeds, ~45 min on 2 cores
+    .venv/bin/python benchmarks/learning.py                      # 6 methods x 3 seeds, ~50 min on 2 cores
     .venv/bin/python benchmarks/learning.py --seeds 0 --budget 20 --methods sft semi_eps1   # a quick look
 
 The paper's central claim, in miniature, with the real trainers (``train.sft``, ``train.rl``):
@@ -244,7 +244,7 @@ def main() -> int:
     )
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds")
-    parser.add_argument("--budget", type=float, default=90.0, help="seconds of training per method and seed")
+    parser.add_argument("--budget", type=float, default=60.0, help="seconds of training per method and seed")
     parser.add_argument("--model-size", choices=("tiny", "small"), default="tiny")
     parser.add_argument("--image-tokens", type=int, default=32, help="image tokens per screenshot at most")
     parser.add_argument("--tasks", nargs="+", default=TARGET_TASKS)
