@@ -76,5 +76,5 @@ def test_the_small_size_is_a_ten_million_parameter_model_that_loads_like_any_che
     assert 9.5e6 < total < 10.5e6
     assert 1.5e6 < vision < 1.7e6
     weights = model.model.language_model.layers[0].mlp.up_proj.weight
-    assert float(weights.detach().std()) == pytest.approx(0.02, rel=0.05)  # the spec's init_std, not the tiny 0.05
+    assert float(weights.detach().std()) == pytest.approx(0.02, rel=0.05)  # init_std, not tiny's 0.05
     assert MODEL_SIZES["tiny"] == TinyModelSpec()
