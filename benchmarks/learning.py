@@ -146,7 +146,7 @@ def spent(run: Path, kind: str) -> dict[str, float]:
     rows = read_metrics(run)
     if kind == "sft":
         seconds = sum(r["prepare_s"] + r["update_s"] for r in rows)
-        samples = 8 * len(rows)
+        samples = sum(len(r["examples"]) for r in rows)  # the batch's expert steps
     else:
         seconds = sum(r["rollout_s"] + r["old_logprob_s"] + r["ref_logprob_s"] + r["update_s"] for r in rows)
         samples = sum(r["samples"] for r in rows)
