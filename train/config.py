@@ -28,7 +28,8 @@ class _Strict(BaseModel):
 
 
 class OptimSettings(_Strict):
-    lr: float = Field(1e-6, gt=0)  # constant, no warm-up (the paper's RL setting)
+    # Constant, no warm-up (the paper's RL setting); 0 runs everything but moves no weight.
+    lr: float = Field(1e-6, ge=0)
     weight_decay: float = Field(0.01, ge=0)
     grad_clip: float = Field(1.0, gt=0)
     betas: tuple[float, float] = (0.9, 0.999)

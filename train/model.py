@@ -7,15 +7,17 @@ end-of-turn token. Forward passes run one sample at a time (the paper's micro-ba
 logits only for the response positions, so memory grows with the response, not the vocabulary
 times the prompt (152k x 4k logits of a 7B prompt would not fit).
 
-LoRA (PEFT) adapters sit on the language model's projections only, never on the vision tower;
-with an adapter the frozen reference policy is the same weights with the adapter switched off.
+LoRA (PEFT) adapters sit on the language model's projections only, never on the vision tower.
+The frozen reference policy of the KL term is the policy a run started from: with a fresh adapter
+it is the same weights with the adapter switched off; when the run continues an adapter it is a
+frozen second copy of that starting adapter on the same base (``reference_adapter_dir``).
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,9 @@ PROCESSOR_FILES = ("*token*", "*processor*config.json", "chat_template.*", "voca
 # The language model's projections (PEFT module names of transformers 5: model.language_model.*),
 # so an adapter never touches the vision tower.
 LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+TRAINED_ADAPTER = "default"  # PEFT's name for the adapter it creates or loads first
+REFERENCE_ADAPTER = "reference"
+BASE_ONLY = "__base__"  # PEFT's name for "no adapter" in a forward's adapter_names
 
 
 class LoraSettings(BaseModel):
@@ -72,6 +77,7 @@ class PolicyModel:
         prompt: PromptSettings | None = None,
         lora: LoraSettings | None = None,
         adapter_dir: str | Path | None = None,
+        reference_adapter_dir: str | Path | None = None,
         gradient_checkpointing: bool = False,
         device: str = "cpu",
         dtype: str = "float32",
@@ -87,6 +93,10 @@ class PolicyModel:
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(adapter_dir), is_trainable=True)
+            if reference_adapter_dir is not None:
+                model.load_adapter(
+                    str(reference_adapter_dir), adapter_name=REFERENCE_ADAPTER, is_trainable=False
+                )
         elif lora is not None:
             from peft import LoraConfig, get_peft_model
 
@@ -98,12 +108,22 @@ class PolicyModel:
             if hasattr(model, "enable_input_require_grads"):
                 model.enable_input_require_grads()
         self.model: Any = model
+        self.has_reference_adapter = adapter_dir is not None and reference_adapter_dir is not None
+        self._adapter_names: list[str] | None = None  # set inside ``reference()``
         self.end_of_turn = int(self.tokenizer.convert_tokens_to_ids(END_OF_TURN))
         self.suppress = vision_token_ids(self.tokenizer)
 
     @property
     def has_adapter(self) -> bool:
         return hasattr(self.model, "disable_adapter")
+
+    @property
+    def reference_kind(self) -> str:
+        """What ``reference()`` computes with: the starting adapter's frozen copy, the base without
+        the adapter, or (no adapter) nothing: a full fine-tune needs a separate reference model."""
+        if self.has_reference_adapter:
+            return "starting_adapter"
+        return "base_without_adapter" if self.has_adapter else "none"
 
     def parameters(self) -> Iterator[torch.nn.Parameter]:
         return (p for p in self.model.parameters() if p.requires_grad)
@@ -137,6 +157,8 @@ class PolicyModel:
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
         if sample.pixel_values is not None:
             kwargs.update(pixel_values=sample.pixel_values, image_grid_thw=sample.image_grid_thw)
+        if self._adapter_names is not None:
+            kwargs["adapter_names"] = self._adapter_names
         if sample.mm_token_type_ids is not None:
             response_types = torch.zeros_like(sample.response_ids, dtype=sample.mm_token_type_ids.dtype)
             kwargs["mm_token_type_ids"] = torch.cat([sample.mm_token_type_ids, response_types]).unsqueeze(0)
@@ -153,10 +175,18 @@ class PolicyModel:
 
     @contextmanager
     def reference(self) -> Iterator[None]:
-        """The frozen initial policy, for an adapter: the same model with the adapter off."""
-        context = self.model.disable_adapter() if self.has_adapter else nullcontext()
-        with context:
+        """Forward passes inside run the frozen starting policy: the starting adapter's copy, or the
+        base with the adapter off. PEFT's per-forward ``adapter_names`` selects it without touching
+        which adapter trains (``set_adapter`` would flip ``requires_grad``); it needs eval mode."""
+        if not self.has_adapter:
+            raise RuntimeError("a model without an adapter has no built-in reference")
+        if self.model.training:
+            raise RuntimeError("reference log-probs are computed in eval mode")
+        self._adapter_names = [REFERENCE_ADAPTER if self.has_reference_adapter else BASE_ONLY]
+        try:
             yield
+        finally:
+            self._adapter_names = None
 
     # -- sampling ----------------------------------------------------------------------------------
     @torch.no_grad()
@@ -197,8 +227,12 @@ class PolicyModel:
         if self.has_adapter and merged:
             import copy
 
-            model = copy.deepcopy(model).merge_and_unload()
-        model.save_pretrained(str(out_dir), safe_serialization=True)
+            model = copy.deepcopy(model).merge_and_unload(adapter_names=[TRAINED_ADAPTER])
+            model.save_pretrained(str(out_dir), safe_serialization=True)
+        elif self.has_adapter:  # the trained adapter only, never the frozen reference copy
+            model.save_pretrained(str(out_dir), safe_serialization=True, selected_adapters=[TRAINED_ADAPTER])
+        else:
+            model.save_pretrained(str(out_dir), safe_serialization=True)
         if not (self.has_adapter and not merged):
             # Training never changes the tokenizer or the processor: carry the source checkpoint's
             # files over as they are, so every loader (vLLM's AutoProcessor included) reads them.

@@ -109,7 +109,7 @@ def _old_and_reference(config: RLConfig, run: Run, items: Sequence[Item], refere
     if not config.loss.kl_beta:
         return old_s
     for item in items:
-        if reference is None:  # an adapter: the base weights with the adapter off
+        if reference is None:  # an adapter: the starting adapter's frozen copy, or the base without it
             with run.policy.reference():
                 item.ref_logp = run.policy.logprobs(item.sample)[0]
         else:
@@ -118,11 +118,21 @@ def _old_and_reference(config: RLConfig, run: Run, items: Sequence[Item], refere
 
 
 def _reference(config: RLConfig, run: Run) -> Any:
-    """The frozen initial policy for the KL term: a second model for a full fine-tune."""
-    if not config.loss.kl_beta or run.policy.has_adapter:
+    """The frozen starting policy for the KL term (METHOD.md §6), whatever the run started from.
+
+    With an adapter it lives inside the policy (``PolicyModel.reference``); a full fine-tune
+    needs a second, frozen model loaded from ``config.model``. Which one is used is recorded in
+    ``run.reference`` and saved with every checkpoint.
+    """
+    if not config.loss.kl_beta:
+        run.reference = {"kind": "none", "model": str(config.model)}
+        return None
+    if run.policy.has_adapter:
+        run.reference = {"kind": run.policy.reference_kind, "model": str(config.model)}
         return None
     from train.model import PolicyModel
 
+    run.reference = {"kind": "frozen_copy", "model": str(config.model)}
     reference = PolicyModel(
         config.model, prompt=run.prompt, device=str(run.policy.device), dtype=config.learner.dtype
     )
@@ -152,6 +162,7 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
     engine = make_engine(config, run)
     roller = SemiOnlineRollout(engine, config.rollout, prompt=run.prompt, match=config.match)
     reference = _reference(config, run)
+    log.info("KL reference: %s (%s)", run.reference["kind"] if run.reference else "none", config.model)
     steps_per_epoch = math.ceil(len(run.train) / config.tasks_per_step)
     total = min(config.epochs * steps_per_epoch, config.max_steps or 1 << 30)
     tracker = Tracker(run.dir, resume_after=run.step if run.step else None)

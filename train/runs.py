@@ -71,6 +71,7 @@ class Run:
     prompt: PromptSettings
     step: int = 0
     position: Position | None = None
+    reference: dict[str, str] | None = None  # the KL reference this run uses (RL), saved with each checkpoint
 
     @property
     def is_main(self) -> bool:
@@ -103,7 +104,8 @@ def open_run(config: RLConfig | SFTConfig) -> Run:
         (run_dir / "config.json").write_text(config.model_dump_json(indent=2), encoding="utf-8")
         (run_dir / "manifest.json").write_text(json.dumps(data_manifest, indent=2), encoding="utf-8")
     prompt = PromptSettings(resize=config.resize)
-    policy = load_policy(config.model, config.learner, prompt, previous)
+    keep_reference = isinstance(config, RLConfig) and bool(config.loss.kl_beta)
+    policy = load_policy(config.model, config.learner, prompt, previous, keep_reference=keep_reference)
     learner = make_learner(policy, config.optim, config.learner)
     run = Run(run_dir, train, val, data_manifest, policy, learner, prompt)
     rank = world()[0]
@@ -117,18 +119,35 @@ def open_run(config: RLConfig | SFTConfig) -> Run:
 
 
 def load_policy(
-    model: Path, settings: LearnerSettings, prompt: PromptSettings, checkpoint: Path | None
+    model: Path,
+    settings: LearnerSettings,
+    prompt: PromptSettings,
+    checkpoint: Path | None,
+    *,
+    keep_reference: bool = False,
 ) -> PolicyModel:
+    """The policy to train: ``model`` (a full checkpoint, or an adapter to train further, or a base
+    to put a fresh adapter on), or the run's last ``checkpoint`` when resuming.
+
+    ``keep_reference``: when ``model`` is an adapter, its frozen copy rides along as the KL
+    reference, also on resume: the reference is the policy the run *started* from, never the base
+    before that adapter was trained, nor the last checkpoint.
+    """
     device = resolve_device(settings.device)
     common: dict[str, Any] = {"prompt": prompt, "gradient_checkpointing": settings.gradient_checkpointing,
                               "device": device, "dtype": settings.dtype}  # fmt: skip
+    start_base, start_adapter = model_and_adapter(model)
+    reference = start_adapter if keep_reference else None
     if checkpoint is None:
-        base, adapter = model_and_adapter(model)
-        if adapter is not None:  # starting from an adapter checkpoint: train that adapter further
-            return PolicyModel(base, adapter_dir=adapter, **common)
+        if start_adapter is not None:  # starting from an adapter checkpoint: train that adapter further
+            return PolicyModel(
+                start_base, adapter_dir=start_adapter, reference_adapter_dir=reference, **common
+            )
         return PolicyModel(model, lora=settings.lora, **common)
     base, adapter = model_and_adapter(checkpoint)
-    return PolicyModel(base, adapter_dir=adapter, **common)
+    return PolicyModel(
+        base, adapter_dir=adapter, reference_adapter_dir=reference if adapter else None, **common
+    )
 
 
 def save(
@@ -143,6 +162,8 @@ def save(
         scalars = {k: v for k, v in metrics.items() if not isinstance(v, list)}
         record = {"config": config.model_dump(mode="json"), "manifest_sha256": run.manifest["sha256"],
                   "metrics": scalars, "parent": config.parent_version, "method": method}  # fmt: skip
+        if run.reference is not None:
+            record["reference"] = run.reference
         save_checkpoint(run.dir, run.step, run.policy, record,
                         lambda where: save_state(where / "state.pt", run.learner, state))  # fmt: skip
     else:  # other ranks keep their own optimiser shard's state beside the checkpoints

@@ -182,3 +182,44 @@ def test_a_time_budget_ends_sft_and_rl_after_the_step_that_spends_it(
     for run in (sft, rl):
         assert [m["step"] for m in metrics(run)] == [1]  # 50 steps allowed, the budget ran out in the first
         assert [p.name for p in (run / "checkpoints").iterdir()] == ["step-000001"]  # and the last is saved
+
+
+def _adapter_unlike_its_base(tiny_model_dir: Path, out: Path) -> Path:
+    """An adapter checkpoint (as SFT with LoRA saves one) whose policy differs from its base."""
+    from agent.geometry import ResizeSettings
+    from agent.prompt import PromptSettings
+    from train.checkpoints import save_checkpoint
+    from train.model import LoraSettings, PolicyModel
+
+    policy = PolicyModel(
+        tiny_model_dir, lora=LoraSettings(rank=4), prompt=PromptSettings(resize=ResizeSettings(**RESIZE))
+    )
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, parameter in policy.model.named_parameters():
+            if "lora_B" in name:  # PEFT starts B at zero (adapter = base); trained adapters are not
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.05)
+    return save_checkpoint(out, 1, policy, {"method": "sft"})
+
+
+def test_rl_from_an_adapter_measures_kl_to_that_adapter_also_after_a_resume(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """METHOD.md §6: the KL reference is the policy the run started from. With lr 0 the policy never
+    moves, so the KL must be 0 at every step; against the base before the adapter it is not."""
+    from train.checkpoints import read_record
+    from train.config import RLConfig
+    from train.rl import train_rl
+
+    start = _adapter_unlike_its_base(tiny_model_dir, tmp_path / "sft")
+    body = rl_body(start, output_dir=tmp_path / "rl", optim={"lr": 0.0}, max_steps=1)
+    run = train_rl(RLConfig.model_validate(body), progress=False)
+    train_rl(RLConfig.model_validate({**body, "max_steps": 2}), progress=False)  # resumes at step 1
+
+    steps = metrics(run)
+    assert [m["step"] for m in steps] == [1, 2]
+    assert all(m["samples"] > 0 for m in steps)
+    assert [m["kl"] for m in steps] == pytest.approx([0.0, 0.0], abs=1e-9)
+    final = run / "checkpoints" / "step-000002"
+    assert read_record(final)["reference"] == {"kind": "starting_adapter", "model": str(start)}
+    assert not (final / "reference").exists()  # the frozen copy is never saved as part of the result
