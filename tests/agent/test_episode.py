@@ -12,9 +12,11 @@ from agent.episode import EpisodeRunner, EpisodeSettings, Review, Verdict
 from agent.expert_policy import ExpertPolicy
 from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import Turn
-from agent.trajectory import EpisodeStatus, StepSource
+from agent.store import TrajectoryStore
+from agent.trajectory import EpisodeStatus, Step, StepSource
 from agent.vllm_policy import VllmPolicy, VllmSettings
 from devices.adb import AdbDriver, DriverSettings
+from devices.sim.fleet import SimDevice, SimFleet
 from devices.sim.tasks import TASKS, Outcome
 
 pytestmark = pytest.mark.timeout(120)
@@ -165,3 +167,61 @@ def test_cancellation_is_recorded(store, fleet, sim) -> None:  # type: ignore[no
     episode = asyncio.run(runner.run("Turn on Wi-Fi", cancel=cancel))
     assert episode.status is EpisodeStatus.CANCELLED
     assert store.get(episode.id).status is EpisodeStatus.CANCELLED
+
+
+TAP_RAW = (
+    '<think>\nThe Wi-Fi switch.\n</think>\n<action>\n{"action": "click", "coordinate": [546, 602]}\n</action>'
+)
+
+
+class Tapper:
+    """A policy that always taps the same resized-image point."""
+
+    model_version = "tapper"
+
+    async def predict(
+        self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
+    ) -> PolicyResult:
+        return PolicyResult.from_text(TAP_RAW, model_version="tapper")
+
+    async def aclose(self) -> None:
+        return None
+
+
+class ProcessDied(RuntimeError):
+    """The service dies while the action is on its way (power cut, OOM kill): nothing after it runs."""
+
+
+class DiesOnTap(AdbDriver):
+    """An adb driver that, when the tap arrives, reads what the store already holds, then dies."""
+
+    def __init__(self, fleet: SimFleet, sim: SimDevice, store: TrajectoryStore, episode_id: str) -> None:
+        super().__init__(fleet.client(), sim.serial, DriverSettings(use_uiautomator2=False))
+        self.store = store
+        self.episode_id = episode_id
+        self.tapped: tuple[int, int] | None = None
+        self.stored_at_tap: list[Step] = []
+
+    async def tap(self, x: int, y: int) -> None:
+        self.tapped = (x, y)
+        self.stored_at_tap = self.store.get(self.episode_id).steps
+        raise ProcessDied
+
+
+def test_a_step_is_durable_before_its_action_reaches_the_phone(store, fleet, sim) -> None:  # type: ignore[no-untyped-def]
+    device = DiesOnTap(fleet, sim, store, "pre-action-save")
+    runner = EpisodeRunner(Tapper(), device, store, FAST)
+    with pytest.raises(ProcessDied):
+        asyncio.run(runner.run("Turn on Wi-Fi", episode_id="pre-action-save"))
+    assert device.tapped is not None
+    # What the store held when the phone got the tap: the step, its parsed and its device action.
+    assert [s.index for s in device.stored_at_tap] == [0]
+    seen = device.stored_at_tap[0]
+    assert seen.raw_response == TAP_RAW
+    assert seen.action == Click(coordinate=(546, 602))
+    assert seen.device_action == Click(coordinate=device.tapped)
+    assert seen.ended_at is None  # saved before acting, not after
+    # The process died mid-action: the step is still there for whoever picks the episode up.
+    after = store.get("pre-action-save")
+    assert after.steps == [seen]
+    assert after.status is EpisodeStatus.RUNNING

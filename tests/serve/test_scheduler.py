@@ -82,6 +82,23 @@ def test_the_gate_compares_each_measured_metric(candidate: dict, baseline: dict 
     assert any(phrase in r for r in decision.reasons), decision.reasons
 
 
+@pytest.mark.parametrize(
+    ("tsr", "passed", "phrase"),
+    [
+        (0.30, False, "sop.tsr fell from 0.4000 to 0.3000 (tolerance 0.05)"),  # 0.10 below: beyond 0.05
+        (0.36, True, "sop.tsr 0.4000 -> 0.3600: within tolerance 0.05"),
+    ],
+)
+def test_the_gate_judges_task_success_on_its_own(tsr: float, passed: bool, phrase: str) -> None:
+    """Every other metric is equal: the task success alone decides."""
+    baseline = {"sop": {"score": 0.5, "tsr": 0.40}, "online": {"success_rate": 0.5}}
+    candidate = {"sop": {"score": 0.5, "tsr": tsr}, "online": {"success_rate": 0.5}}
+    decision = decide(version(candidate, baseline))
+    assert decision.passed is passed
+    assert phrase in decision.reasons
+    assert [r for r in decision.reasons if "fell" in r] == ([] if passed else [phrase])
+
+
 def test_the_gate_can_demand_an_improvement() -> None:
     same = {"sop": {"score": 0.5, "tsr": 0.5}}
     assert decide(version(same, same)).passed

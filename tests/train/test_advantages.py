@@ -9,6 +9,9 @@ The group used throughout (reward, matched):
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 
 from train.advantages import (
@@ -97,6 +100,17 @@ def test_dynamic_sampling_drops_groups_whose_starting_returns_barely_differ() ->
     assert keeps_signal([[S(1, True)], [S(0.1, False)]])  # std 0.45
     assert keeps_signal([A])  # a lone rollout is kept
     assert not keeps_signal([A, B, C], eta=0.5)
+
+
+def test_dynamic_sampling_drops_a_group_whose_spread_is_exactly_eta() -> None:
+    # METHOD.md §5: drop when the R_0 std is <= η = 0.3. R_0 of 0.0 and 0.6 is the boundary itself:
+    # their population std is 0.3 exactly in floating point (0.1 and 0.7 would be too; 0.2 and 0.8 not).
+    assert statistics.pstdev([0.0, 0.6]) == 0.3
+    assert not keeps_signal([[S(0.0, False)], [S(0.6, True)]])
+    # One float further apart (std 0.30000000000000004) is kept.
+    above = math.nextafter(0.6, 1.0)
+    assert statistics.pstdev([0.0, above]) > 0.3
+    assert keeps_signal([[S(0.0, False)], [S(above, True)]])
 
 
 def test_without_the_episode_term_and_with_gamma_zero_each_step_is_plain_grpo() -> None:

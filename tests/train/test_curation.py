@@ -33,6 +33,7 @@ def step(
 TAP = {"action": "click", "coordinate": [100, 200]}
 BACK = {"action": "system_button", "button": "Back"}
 DONE = {"action": "terminate", "status": "success"}
+TYPE = {"action": "type", "text": "see you at 7"}
 
 
 def episode(
@@ -88,6 +89,38 @@ def test_a_corrected_failure_is_kept_up_to_its_last_human_step(tmp_path: Path) -
     on_disk = load_jsonl(curated.train_file)
     assert [len(x.steps) for x in on_disk] == [2]
     assert on_disk[0].external_id == kept.labels["source_episode"]
+
+
+def test_a_failure_with_several_corrections_is_kept_up_to_the_last_of_them(tmp_path: Path) -> None:
+    settings = CurationSettings(holdout_fraction=0.0)
+    (goal,) = goals_on_side(False, 1, settings)
+    steps = [step(0, TAP), step(1, BACK, source=StepSource.HUMAN), step(2, TAP),
+             step(3, TYPE, source=StepSource.HUMAN), step(4, TAP), step(5, DONE)]  # fmt: skip
+    curated = curate([episode(goal, steps, False, "client")], tmp_path / "set", settings)
+    (kept,) = curated.train
+    assert [s.expert.to_dict() for s in kept.steps] == [TAP, BACK, TAP, TYPE]  # type: ignore[union-attr]
+    assert [s.source.value for s in kept.steps] == ["policy", "human", "policy", "human"]
+    assert [s.index for s in kept.steps] == [0, 1, 2, 3]
+    assert curated.manifest["steps"] == 4
+
+
+def test_a_failed_step_cuts_the_trajectory_before_it(tmp_path: Path) -> None:
+    settings = CurationSettings(holdout_fraction=0.0)
+    a, b = goals_on_side(False, 2, settings)
+    offline = "device error: emulator-5554: device offline"
+    succeeded = [step(0, TAP), step(1, TYPE), step(2, BACK, error=offline), step(3, TAP), step(4, DONE)]
+    # In a corrected failure too: the cut comes before the correction that followed the failed step.
+    corrected = [
+        step(0, TAP),
+        step(1, BACK, error=offline),
+        step(2, TYPE, source=StepSource.HUMAN),
+        step(3, DONE),
+    ]
+    curated = curate([episode(a, succeeded, True), episode(b, corrected, False)], tmp_path / "set", settings)
+    assert [x.goal for x in curated.train] == [a, b]
+    kept = [[s.expert.to_dict() for s in x.steps] for x in curated.train]  # type: ignore[union-attr]
+    assert kept == [[TAP, TYPE], [TAP]]
+    assert curated.manifest["cut"] == {"failed step": 2}
 
 
 def test_black_frames_cut_the_trajectory_and_duplicates_are_kept_once(tmp_path: Path) -> None:
