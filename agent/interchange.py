@@ -6,6 +6,12 @@ trajectory schema names and the ones it does not (in ``extra``), so exporting an
 gives back the same objects. Exporting the project's own episodes writes each step's trusted
 label when it has one, else the action executed on the device.
 
+An episode's ``screen`` (``{"width": W, "height": H}``) is the screen its pixels refer to, for
+readers of a file shipped without its images. ``swipe_convention`` says what a stored swipe
+``direction`` means: ``scroll`` (AndroidControl: scrolling down is a finger moving up; a file that
+does not say is read this way) or ``finger``; episodes recorded by this service are exported with
+``finger``. Coordinates are always finger motion.
+
 Errors name the line: a corrupt line is reported, never half-imported.
 """
 
@@ -23,7 +29,8 @@ from agent.trajectory import ActionLabel, Episode, EpisodeStatus, ScreenshotRef,
 # Step fields the schema maps by name; everything else rides in ``Step.extra``.
 _STEP_TEXT_FIELDS = ("thought", "motivation", "action_description", "step_instruction")
 _STEP_KNOWN = {"screenshot", "action_content", "check_options", *_STEP_TEXT_FIELDS}
-_EPISODE_KNOWN = {"goal", "is_successful", "steps", "episode_id"}
+_EPISODE_KNOWN = {"goal", "is_successful", "steps", "episode_id", "screen"}
+CONVENTION_FIELD = "swipe_convention"
 
 
 class InterchangeError(ValueError):
@@ -52,6 +59,7 @@ def episode_from_record(record: Any, *, where: str = "record") -> Episode:
             goal=record["goal"],
             is_successful=successful,
             status=EpisodeStatus.SUCCEEDED if successful else EpisodeStatus.FAILED,
+            screen=record.get("screen"),
             steps=steps,
             extra={k: v for k, v in record.items() if k not in _EPISODE_KNOWN},
         )
@@ -103,6 +111,10 @@ def episode_to_record(episode: Episode) -> dict[str, Any]:
     }
     if episode.external_id is not None:
         record["episode_id"] = episode.external_id
+    if episode.screen is not None:
+        record["screen"] = episode.screen.model_dump()
+    if episode.device is not None:  # recorded here: labels are finger motion, and a file says so
+        record[CONVENTION_FIELD] = "finger"
     record.update(episode.extra)
     return record
 

@@ -2,8 +2,9 @@
 
 - **Interchange JSONL** (METHOD.md §9, e.g. AndroidControl-derived files): screenshots are found
   relative to the file (or under ``images``); a missing image is an error naming it, unless the
-  source asks for stand-in frames of a given size (for bookkeeping runs on files shipped without
-  images).
+  source asks for stand-in frames (``stand_ins``, for bookkeeping runs on files shipped without
+  images), each of its episode's screen size: the episode's ``screen`` field, else the smallest
+  standard phone screen that holds its coordinates.
 - **The trajectory store**: episodes labelled successful (client feedback, a task checker), and
   episodes a person corrected by takeover, up to and including the last corrected step.
 - **The simulated phone's experts** (``devices.sim.tasks``): each task's solver run on an
@@ -12,10 +13,17 @@
 Every trajectory gets a content id (goal, labels and screenshot hashes), so the split into train
 and validation is by trajectory and stable across runs, and the manifest saved with a run pins
 exactly which data made it.
+
+Loading also settles what each label means (``train.labels``): a stored swipe ``direction`` is read
+in its dataset's convention (``scroll`` for AndroidControl-style files, ``finger`` for this
+project's own recordings and exports, which say so with a ``swipe_convention`` field), and a
+trajectory with a label that cannot become an action is left out. The manifest counts and names
+both those and the swipes whose stored direction contradicts their coordinates.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -28,9 +36,16 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.geometry import Size
+from agent.interchange import CONVENTION_FIELD
 from agent.prompt import Screenshot
 from agent.trajectory import ActionLabel, Episode, StepSource
+from train.labels import SwipeConvention, contradicts, label_problem
 from train.matching import Expected
+
+# Common phone screens (portrait), smallest first: an episode read without its images and without a
+# ``screen`` field gets the first that holds every point its labels name. AndroidControl's frames
+# are 1080x2400 but for ~8% of its episodes, which come from 1440-wide screens.
+STANDARD_SCREENS = (Size(1080, 2400), Size(1440, 3120), Size(1440, 3200))
 
 
 class DataError(ValueError):
@@ -46,6 +61,7 @@ class ExpertStep:
     png: bytes | None = field(default=None, repr=False)  # in memory (simulated phone, stand-ins)
     path: Path | None = None  # or on disk, read when needed
     sha256: str = ""
+    convention: SwipeConvention = "scroll"  # what a stored swipe direction means in this step's data
 
     def screenshot(self) -> Screenshot:
         data = self.png if self.png is not None else self.path.read_bytes() if self.path else None
@@ -54,7 +70,7 @@ class ExpertStep:
         return Screenshot(data=data, size=self.size)
 
     def expected(self) -> Expected:
-        return Expected.of(self.expert, self.size, self.check_options)
+        return Expected.of(self.expert, self.size, self.check_options, self.convention)
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,7 @@ class ExpertTrajectory:
     steps: tuple[ExpertStep, ...]
     source: str
     id: str = ""
+    swipe_convention: SwipeConvention = "scroll"  # how its source stored swipe directions
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -80,7 +97,11 @@ class InterchangeSource(BaseModel):
     kind: Literal["interchange"] = "interchange"
     path: Path
     images: Path | None = None  # folder the screenshot paths are relative to (default: the file's)
-    stand_in_size: tuple[int, int] | None = None  # render blank frames when images are missing
+    # Render blank frames of each episode's screen size when images are missing.
+    stand_ins: bool = False
+    # What a stored swipe direction means; None: what each line says (``swipe_convention``), else
+    # "scroll" (AndroidControl-style files).
+    swipe_convention: SwipeConvention | None = None
     limit: int | None = Field(None, gt=0)
 
 
@@ -113,18 +134,39 @@ def _png_size(data: bytes) -> Size:
         return Size(*image.size)
 
 
-def _blank(size: tuple[int, int]) -> bytes:
+@functools.lru_cache(maxsize=8)
+def _blank(size: Size) -> bytes:
     buffer = io.BytesIO()
     Image.new("RGB", size, (240, 240, 240)).save(buffer, "PNG")
     return buffer.getvalue()
 
 
-def _from_episode(episode: Episode, source: str, images: Path, stand_in: tuple[int, int] | None,
+def screen_of(episode: Episode) -> Size:
+    """The screen an episode was recorded on, for stand-in frames: its ``screen`` field, else the
+    smallest standard screen that holds every point of its labels (boxes may reach past an edge)."""
+    if episode.screen is not None:
+        return Size(episode.screen.width, episode.screen.height)
+    points = [p for step in episode.steps for label in (step.expert, step.check_options) if label is not None
+              for p in (label.coordinate, label.coordinate2) if p is not None]  # fmt: skip
+    width = max((x for x, _ in points), default=0)
+    height = max((y for _, y in points), default=0)
+    for screen in STANDARD_SCREENS:
+        if width < screen.width and height < screen.height:
+            return screen
+    return Size(int(width) + 1, int(height) + 1)
+
+
+def convention_of(episode: Episode, default: SwipeConvention) -> SwipeConvention:
+    said = episode.extra.get(CONVENTION_FIELD)
+    return said if said in ("scroll", "finger") else default
+
+
+def _from_episode(episode: Episode, source: str, images: Path, stand_ins: bool, convention: SwipeConvention,
                   upto: int | None = None, *, logged: bool = False) -> ExpertTrajectory:  # fmt: skip
     """``logged``: recorded traffic, whose unparseable responses (retried on the same screen) are
     left out, and whose executed action is the label of a step without one."""
     steps = []
-    blank = _blank(stand_in) if stand_in else None
+    stand_in = screen_of(episode) if stand_ins else None
     for step in episode.steps[: None if upto is None else upto + 1]:
         label = step.expert or (ActionLabel.from_action(step.device_action) if step.device_action else None)
         if label is None:
@@ -137,16 +179,17 @@ def _from_episode(episode: Episode, source: str, images: Path, stand_in: tuple[i
             data = path.read_bytes()
             size = step.screenshot.size
             shot = ExpertStep(label, Size(size.width, size.height) if size else _png_size(data), step.check_options,
-                              step.thought, path=path, sha256=step.screenshot.sha256 or _sha(data))  # fmt: skip
-        elif blank is not None and stand_in is not None:
-            shot = ExpertStep(
-                label, Size(*stand_in), step.check_options, step.thought, png=blank, sha256=_sha(blank)
-            )
+                              step.thought, path=path, sha256=step.screenshot.sha256 or _sha(data),
+                              convention=convention)  # fmt: skip
+        elif stand_in is not None:
+            blank = _blank(stand_in)
+            shot = ExpertStep(label, stand_in, step.check_options, step.thought, png=blank, sha256=_sha(blank),
+                              convention=convention)  # fmt: skip
         else:
             raise DataError(f"{source}: screenshot {step.screenshot.uri!r} of step {step.index} not found "
-                            f"(looked in {images}); set the source's images folder or stand_in_size")  # fmt: skip
+                            f"(looked in {images}); set the source's images folder, or stand_ins: true")  # fmt: skip
         steps.append(shot)
-    return ExpertTrajectory(episode.goal, tuple(steps), source)
+    return ExpertTrajectory(episode.goal, tuple(steps), source, swipe_convention=convention)
 
 
 def load_interchange(src: InterchangeSource) -> list[ExpertTrajectory]:
@@ -154,7 +197,8 @@ def load_interchange(src: InterchangeSource) -> list[ExpertTrajectory]:
 
     images = src.images or src.path.parent
     episodes = load_jsonl(src.path)[: src.limit]
-    return [_from_episode(e, f"interchange:{src.path.name}#{i}", images, src.stand_in_size)
+    return [_from_episode(e, f"interchange:{src.path.name}#{i}", images, src.stand_ins,
+                          src.swipe_convention or convention_of(e, "scroll"))
             for i, e in enumerate(episodes)]  # fmt: skip
 
 
@@ -173,9 +217,10 @@ def load_store(src: StoreSource) -> list[ExpertTrajectory]:
                 upto = max(human)
             else:
                 continue  # unlabelled or failed traffic is never expert data
-            out.append(
-                _from_episode(episode, f"store:{episode.id}", src.screenshot_dir, None, upto, logged=True)
-            )
+            # Recorded here (a device): finger motion; imported from a dataset: as the dataset said.
+            convention = convention_of(episode, "finger" if episode.device is not None else "scroll")
+            out.append(_from_episode(episode, f"store:{episode.id}", src.screenshot_dir, False, convention, upto,
+                                     logged=True))  # fmt: skip
     finally:
         store.engine.dispose()
     return out
@@ -206,7 +251,9 @@ def load_sim(src: SimSource) -> list[ExpertTrajectory]:
                 )
                 size = Size(phone.width, phone.height)
                 thought = sim_thought(task.goal, action)
-                steps.append(ExpertStep(label, size, png=png, sha256=_sha(png), thought=thought))
+                steps.append(
+                    ExpertStep(label, size, png=png, sha256=_sha(png), thought=thought, convention="finger")
+                )
                 execute(phone, action, outcome)
             if not steps or steps[-1].expert.action != "terminate":  # solvers usually end with it themselves
                 png = phone.screenshot_png()
@@ -216,7 +263,9 @@ def load_sim(src: SimSource) -> list[ExpertTrajectory]:
                                         thought=thought))  # fmt: skip
             if not task.is_successful(phone, outcome):
                 raise DataError(f"the expert of {name} (seed {seed}) did not complete its task")
-            out.append(ExpertTrajectory(task.goal, tuple(steps), f"sim:{name}:{seed}"))
+            out.append(
+                ExpertTrajectory(task.goal, tuple(steps), f"sim:{name}:{seed}", swipe_convention="finger")
+            )
     return out
 
 
@@ -237,7 +286,41 @@ def sim_thought(goal: str, action: Any) -> str:
     return f"The goal is: {goal}. Next I {what}."
 
 
-def load(sources: Iterable[InterchangeSource | StoreSource | SimSource]) -> list[ExpertTrajectory]:
+@dataclass
+class LoadReport:
+    """What loading found wrong with the data: trajectories left out, and steps to look at."""
+
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # source, goal, step, reason
+    swipe_contradictions: list[dict[str, Any]] = field(default_factory=list)  # source, step, directions
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rejected": len(self.rejected), "rejected_trajectories": self.rejected,
+                "swipe_contradictions": len(self.swipe_contradictions),
+                "swipe_contradiction_steps": self.swipe_contradictions}  # fmt: skip
+
+
+def check(trajectory: ExpertTrajectory, report: LoadReport) -> bool:
+    """Whether every label of the trajectory can become an action (noting why not in the report);
+    swipes whose stored direction contradicts their coordinates are noted, and kept: the stored
+    direction is the label."""
+    for index, step in enumerate(trajectory.steps):
+        expected = step.expected()
+        problem = label_problem(step.expert, step.size, expected.finger_direction())
+        if problem is not None:
+            report.rejected.append({"source": trajectory.source, "goal": trajectory.goal, "step": index,
+                                    "reason": problem})  # fmt: skip
+            return False
+        if contradicts(expected.label, step.convention):
+            report.swipe_contradictions.append({"source": trajectory.source, "step": index,
+                                                "stored": expected.finger_direction(),
+                                                "convention": step.convention})  # fmt: skip
+    return True
+
+
+def load(sources: Iterable[InterchangeSource | StoreSource | SimSource], report: LoadReport | None = None
+         ) -> list[ExpertTrajectory]:  # fmt: skip
+    """Every source's trajectories, each once, those with a label no policy could write left out."""
+    report = report if report is not None else LoadReport()
     loaders: dict[str, Any] = {"interchange": load_interchange, "store": load_store, "sim": load_sim}
     trajectories: list[ExpertTrajectory] = []
     for src in sources:
@@ -247,7 +330,8 @@ def load(sources: Iterable[InterchangeSource | StoreSource | SimSource]) -> list
     for t in trajectories:  # the same trajectory from two sources counts once
         if t.id not in seen:
             seen.add(t.id)
-            unique.append(t)
+            if check(t, report):
+                unique.append(t)
     return unique
 
 
@@ -262,8 +346,8 @@ def split(trajectories: Sequence[ExpertTrajectory], val_fraction: float, seed: i
     return train, val
 
 
-def manifest(sources: Sequence[BaseModel], train: Sequence[ExpertTrajectory], val: Sequence[ExpertTrajectory]
-             ) -> dict[str, Any]:  # fmt: skip
+def manifest(sources: Sequence[BaseModel], train: Sequence[ExpertTrajectory], val: Sequence[ExpertTrajectory],
+             report: LoadReport | None = None) -> dict[str, Any]:  # fmt: skip
     def entries(items: Sequence[ExpertTrajectory]) -> list[dict[str, Any]]:
         return [{"id": t.id, "source": t.source, "steps": len(t.steps)} for t in items]
 
@@ -273,6 +357,8 @@ def manifest(sources: Sequence[BaseModel], train: Sequence[ExpertTrajectory], va
                    "val_steps": sum(len(t.steps) for t in val)},
         "train": entries(train),
         "val": entries(val),
+        "swipe_conventions": {c: sum(t.swipe_convention == c for t in [*train, *val]) for c in ("scroll", "finger")},
+        "checks": (report or LoadReport()).as_dict(),
     }  # fmt: skip
     body["sha256"] = _sha(json.dumps([body["train"], body["val"]], sort_keys=True).encode())
     return body

@@ -28,16 +28,13 @@ from agent.actions import (
     Type,
 )
 from agent.geometry import Size
-from agent.trajectory import ActionLabel, Box, SwipeDirection
+from agent.trajectory import ActionLabel, Box
+from train.labels import SwipeConvention, finger_direction, swipe_direction
 
 # The released code enlarges every candidate box 1.2x about its centre before the hit test, and
 # accepts a point within 0.04 (normalised) of the expert's: a tap near a small target's edge counts.
 BOX_ENLARGE = 1.2
 POINT_DISTANCE = 0.04
-
-# AndroidControl stores *scroll* directions; a finger moves the other way for up/down (the
-# released code swaps only those two, and so does this project).
-_FINGER_FOR_SCROLL = {"up": "down", "down": "up", "left": "left", "right": "right"}
 
 
 @dataclass(frozen=True)
@@ -52,7 +49,9 @@ class MatchSettings:
     answer_as: Literal["answer", "type"] = "answer"
     empty_text_matches: bool = False  # released code: an empty predicted text matches anything
     terminate_status: bool = True  # Ours: compare terminate's status when the expert has one
-    open_by_click: bool = True  # a click inside the app icon's box counts as opening it
+    # A click inside the app icon's box counts as opening it: the icon's own box (the label's bbox,
+    # else the smallest listed box) under "target", any listed box under "all_boxes".
+    open_by_click: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,15 +70,17 @@ class Expected:
 
     label: ActionLabel
     size: Size  # the original screenshot the label's pixels refer to
+    convention: SwipeConvention = "scroll"  # what a stored swipe ``direction`` means (train.labels)
 
     @classmethod
-    def of(cls, expert: ActionLabel, size: Size, check_options: ActionLabel | None = None) -> Expected:
-        """Merge a step's ``check_options`` (candidate boxes, scroll direction) into its label."""
+    def of(cls, expert: ActionLabel, size: Size, check_options: ActionLabel | None = None,
+           convention: SwipeConvention = "scroll") -> Expected:  # fmt: skip
+        """Merge a step's ``check_options`` (candidate boxes, swipe direction) into its label."""
         if check_options is None:
-            return cls(expert, size)
+            return cls(expert, size, convention)
         extra = {k: v for k, v in (("candidate_bbox", check_options.candidate_bbox),
                                    ("direction", check_options.direction), ("bbox", check_options.bbox)) if v}  # fmt: skip
-        return cls(expert.model_copy(update=extra), size)
+        return cls(expert.model_copy(update=extra), size, convention)
 
     def point(self) -> tuple[float, float] | None:
         if self.label.coordinate is None:
@@ -95,23 +96,21 @@ class Expected:
         return [(x1 / w, y1 / h, x2 / w, y2 / h) for x1, y1, x2, y2 in listed]
 
     def finger_direction(self) -> str | None:
-        if self.label.coordinate is not None and self.label.coordinate2 is not None:
-            found = swipe_direction(self.label.coordinate, self.label.coordinate2)
-            if found is not None:
-                return found
-        if self.label.direction is not None:
-            return _FINGER_FOR_SCROLL[SwipeDirection(self.label.direction).value]
-        return None
+        """Which way the expert's finger moved: the stored direction wins over the coordinates."""
+        return finger_direction(self.label, self.convention)
 
-
-def swipe_direction(start: tuple[float, float], end: tuple[float, float]) -> str | None:
-    """The dominant axis of a finger motion (screen y points down); None for no motion."""
-    dx, dy = end[0] - start[0], end[1] - start[1]
-    if dx == 0 and dy == 0:
-        return None
-    if abs(dx) > abs(dy):
-        return "right" if dx > 0 else "left"
-    return "down" if dy > 0 else "up"
+    def icon_boxes(self, settings: MatchSettings) -> list[tuple[float, float, float, float]]:
+        """The boxes a click may hit to count as ``open``: the icon's own (its bbox, else the smallest
+        listed box; a listed container would accept a tap anywhere on it), or any under all_boxes."""
+        boxes = self.boxes()
+        if settings.boxes == "all_boxes" or len(boxes) <= 1:
+            return boxes
+        if self.label.bbox is not None:
+            x1, y1, x2, y2 = self.label.bbox
+            return [
+                (x1 / self.size.width, y1 / self.size.height, x2 / self.size.width, y2 / self.size.height)
+            ]
+        return [min(boxes, key=_area)]
 
 
 def _inside(point: tuple[float, float], box: tuple[float, float, float, float], enlarge: float) -> bool:
@@ -172,9 +171,14 @@ def match(
     if kind == "open":
         if isinstance(predicted, Open):
             return Match(True, _text_matches(predicted.text, label.text, settings))
-        if settings.open_by_click and isinstance(predicted, Click) and expected.boxes():
-            hit = any(_inside(_normalised(predicted.coordinate, resized), b, settings.box_enlarge)
-                      for b in expected.boxes())  # fmt: skip
+        if (
+            settings.open_by_click
+            and isinstance(predicted, Click)
+            and (icons := expected.icon_boxes(settings))
+        ):
+            hit = any(
+                _inside(_normalised(predicted.coordinate, resized), b, settings.box_enlarge) for b in icons
+            )
             return Match(hit, hit)
         return Match.none()
     if kind in ("type", "answer") or (kind == "key" and settings.answer_as == "type"):

@@ -19,6 +19,7 @@ Engines: ``TransformersEngine`` samples from the trainer's own model in-process;
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -26,15 +27,17 @@ from typing import Literal, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.actions import Action, action_from_dict
+from agent.actions import Action, ActionError
 from agent.geometry import Size
 from agent.parsing import first_tag, format_response, parse_response
 from agent.prompt import ImagePart, PromptSettings, TextPart, Turn, build_conversation, prepare_image
-from agent.trajectory import ActionLabel
 from train.data import ExpertStep, ExpertTrajectory
-from train.matching import Expected, MatchSettings, swipe_direction
+from train.labels import expert_action
+from train.matching import MatchSettings
 from train.model import PolicyModel, Sampling
 from train.rewards import RewardForm, StepReward, score
+
+log = logging.getLogger(__name__)
 
 PatchMode = Literal["thought_free", "off_policy_thought", "on_policy_thought"]
 
@@ -135,34 +138,14 @@ class Rollout:
         return count
 
 
-def expert_action(label: ActionLabel, original: Size, resized: Size) -> Action:
-    """The expert's action as the policy would write it: coordinates in resized-image pixels."""
-    data = {k: v for k, v in label.to_dict().items() if k in ("action", "coordinate", "coordinate2", "text",
-                                                                 "button", "time", "status")}  # fmt: skip
-
-    def scale(point: Sequence[float]) -> list[int]:
-        x = min(max(round(point[0] * resized.width / original.width), 0), resized.width - 1)
-        y = min(max(round(point[1] * resized.height / original.height), 0), resized.height - 1)
-        return [x, y]
-
-    if label.action == "swipe" and (label.coordinate is None or label.coordinate2 is None
-                                    or swipe_direction(label.coordinate, label.coordinate2) is None):  # fmt: skip
-        finger = Expected(label, original).finger_direction() or "up"
-        cx, cy, dx, dy = original.width / 2, original.height / 2, original.width / 4, original.height / 4
-        ends = {"up": ((cx, cy + dy), (cx, cy - dy)), "down": ((cx, cy - dy), (cx, cy + dy)),
-                "left": ((cx + dx, cy), (cx - dx, cy)), "right": ((cx - dx, cy), (cx + dx, cy))}[finger]  # fmt: skip
-        data["coordinate"], data["coordinate2"] = ends
-    for key in ("coordinate", "coordinate2"):
-        if key in data:
-            data[key] = scale(data[key])
-    if label.action == "long_press" and "time" not in data:
-        data["time"] = 1
-    return action_from_dict(data)
+def step_action(step: ExpertStep, resized: Size) -> Action:
+    """The expert step's action in resized pixels, its swipe direction as fixed at import."""
+    return expert_action(step.expert, step.size, resized, step.expected().finger_direction())
 
 
 def expert_response(step: ExpertStep, resized: Size, thought: str = "") -> str:
     """The expert step as the policy would have written it (patches, SFT targets, expert history)."""
-    return format_response(expert_action(step.expert, step.size, resized), thought)
+    return format_response(step_action(step, resized), thought)
 
 
 class SemiOnlineRollout:
@@ -206,17 +189,24 @@ class SemiOnlineRollout:
         )
         record = StepRecord(t, turns, generated, reward)
         rollout.steps.append(record)
-        if self.settings.history == "expert":
-            rollout.history.append(self._patch(rollout, t, turns, image, sampling))
-            record.patched = not reward.full_match
-        elif reward.full_match:
+        offline = self.settings.history == "expert"
+        if not offline and reward.full_match:
             rollout.history.append(generated.text)
-        elif epsilon < 0 or rollout.patches < epsilon:
-            rollout.history.append(self._patch(rollout, t, turns, image, sampling))
-            rollout.patches += 1
-            record.patched = True
-        else:
+            return
+        if not offline and not (epsilon < 0 or rollout.patches < epsilon):
             rollout.alive = False
+            return
+        try:
+            patch = self._patch(rollout, t, turns, image, sampling)
+        except ActionError as exc:  # loading leaves such labels out; a trajectory built by hand may not
+            log.warning("%s, step %d: the expert label cannot be patched in (%s); the rollout ends here",
+                        rollout.trajectory.source, t, exc)  # fmt: skip
+            rollout.alive = False
+            return
+        rollout.history.append(patch)
+        record.patched = not reward.full_match
+        if not offline:
+            rollout.patches += 1
 
     def _patch(
         self, rollout: Rollout, t: int, turns: list[Turn], image: ImagePart, sampling: Sampling
@@ -227,7 +217,7 @@ class SemiOnlineRollout:
             return expert_response(step, image.geometry.resized)
         if mode == "off_policy_thought":
             return expert_response(step, image.geometry.resized, step.thought or "")
-        action = expert_action(step.expert, step.size, image.geometry.resized)
+        action = step_action(step, image.geometry.resized)
         shadow = self._thought_prompt(rollout.trajectory.goal, turns, action)
         written = self.engine.generate(shadow, 1, sampling)[0].text
         return format_response(action, (first_tag(written, "think") or "").strip())

@@ -10,6 +10,7 @@ uninterrupted run would have. Under a distributed launcher each rank takes every
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,11 +22,12 @@ import torch
 from agent.prompt import PromptSettings
 from train.checkpoints import latest_checkpoint, model_and_adapter
 from train.config import LearnerSettings, RLConfig, SFTConfig
-from train.data import ExpertTrajectory, load, manifest, split
+from train.data import ExpertTrajectory, LoadReport, load, manifest, split
 from train.learner import Learner, load_state, make_learner, resolve_device, world
 from train.model import PolicyModel
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,6 +80,18 @@ class Run:
         return world()[0] == 0
 
 
+def warn_about(report: LoadReport, where: Path) -> None:
+    if report.rejected:
+        first = report.rejected[0]
+        log.warning("%d trajectories left out: a label no policy could write (first: %s, step %d: %s); "
+                    "all are listed in %s", len(report.rejected), first["source"], first["step"], first["reason"],
+                    where)  # fmt: skip
+    if report.swipe_contradictions:
+        log.warning("%d swipe steps store a direction that contradicts their coordinates (the direction is "
+                    "used); is the source's swipe_convention right? Listed in %s",
+                    len(report.swipe_contradictions), where)  # fmt: skip
+
+
 def _seed_everything(seed: int) -> None:
     import numpy as np
 
@@ -91,9 +105,11 @@ def open_run(config: RLConfig | SFTConfig) -> Run:
     _seed_everything(config.seed)
     run_dir = config.output_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    trajectories = load(config.data.sources)
+    report = LoadReport()
+    trajectories = load(config.data.sources, report)
     train, val = split(trajectories, config.data.val_fraction, config.data.split_seed)
-    data_manifest = manifest(config.data.sources, train, val)
+    data_manifest = manifest(config.data.sources, train, val, report)
+    warn_about(report, run_dir / "manifest.json")
     previous = latest_checkpoint(run_dir)
     if previous is not None:
         saved = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))

@@ -34,7 +34,7 @@ def test_interchange_needs_its_images_or_an_explicit_stand_in(interchange_dir: P
     path = interchange_dir / "android_control_train_example.jsonl"
     with pytest.raises(DataError, match="not found"):
         load([InterchangeSource(path=path, limit=2)])
-    loaded = load([InterchangeSource(path=path, stand_in_size=(1080, 2400))])
+    loaded = load([InterchangeSource(path=path, stand_ins=True)])
     assert len(loaded) == 32
     assert sum(len(t.steps) for t in loaded) == 206
 
@@ -98,3 +98,118 @@ def test_the_split_is_by_trajectory_and_stable_and_the_manifest_pins_it() -> Non
     assert body["counts"]["train"] == len(train)
     assert body["sha256"] == manifest([source], train, val)["sha256"]
     assert body["sha256"] != manifest([source], val, train)["sha256"]
+
+
+def _write_lines(path: Path, *episodes: dict) -> Path:  # type: ignore[type-arg]
+    path.write_text("".join(json.dumps(e) + "\n" for e in episodes), encoding="utf-8")
+    return path
+
+
+def _step(action: dict, **extra: object) -> dict:  # type: ignore[type-arg]
+    return {"screenshot": "missing.png", "action_content": action, **extra}
+
+
+CLICK = {"action": "click", "coordinate": [100, 200]}
+SWIPE_UP_FINGER = {"action": "swipe", "coordinate": [540, 1800], "coordinate2": [540, 600]}
+
+
+def test_a_label_no_policy_could_write_leaves_its_trajectory_out_and_the_manifest_names_it(
+    tmp_path: Path,
+) -> None:
+    from train.data import LoadReport
+
+    path = _write_lines(
+        tmp_path / "data.jsonl",
+        {"goal": "good", "steps": [_step(CLICK), _step({"action": "terminate"})]},  # statusless: fine
+        {"goal": "bad", "steps": [_step(CLICK), _step({"action": "open", "text": ""})]},
+    )
+    report = LoadReport()
+    loaded = load([InterchangeSource(path=path, stand_ins=True)], report)
+    assert [t.goal for t in loaded] == ["good"]
+    (rejected,) = report.rejected
+    assert rejected["goal"] == "bad"
+    assert rejected["step"] == 1
+    assert rejected["source"].endswith("#1")
+    assert rejected["reason"].startswith("open: text")
+    checks = manifest([], loaded, [], report)["checks"]
+    assert checks["rejected"] == 1
+    assert checks["rejected_trajectories"] == [rejected]
+
+
+def test_swipe_conventions_are_per_dataset_and_contradictions_are_counted(tmp_path: Path) -> None:
+    """AndroidControl-style files store scroll directions; this project's exports say "finger"."""
+    from train.data import LoadReport
+
+    scroll = {
+        "goal": "scroll",
+        "steps": [_step(SWIPE_UP_FINGER, check_options={"action": "swipe", "direction": "down"})],
+    }
+    finger = {**scroll, "goal": "finger", "swipe_convention": "finger"}
+    path = _write_lines(tmp_path / "data.jsonl", scroll, finger)
+    report = LoadReport()
+    by_goal = {t.goal: t for t in load([InterchangeSource(path=path, stand_ins=True)], report)}
+    assert by_goal["scroll"].swipe_convention == "scroll"
+    assert by_goal["scroll"].steps[0].expected().finger_direction() == "up"
+    # Read as finger motion, "down" contradicts the coordinates (which go up): counted, and the
+    # stored direction is the label that matching and patches use.
+    assert by_goal["finger"].swipe_convention == "finger"
+    assert by_goal["finger"].steps[0].expected().finger_direction() == "down"
+    assert report.swipe_contradictions == [
+        {"source": by_goal["finger"].source, "step": 0, "stored": "down", "convention": "finger"}
+    ]
+    # A source may say what its files mean, whatever the lines say.
+    forced = load([InterchangeSource(path=path, stand_ins=True, swipe_convention="scroll")])
+    assert {t.steps[0].expected().finger_direction() for t in forced} == {"up"}
+    body = manifest([], list(by_goal.values()), [], report)
+    assert body["swipe_conventions"] == {"scroll": 1, "finger": 1}
+    assert body["checks"]["swipe_contradictions"] == 1
+
+
+def test_stand_in_frames_take_each_episodes_own_screen(tmp_path: Path) -> None:
+    from agent.geometry import Size
+
+    path = _write_lines(
+        tmp_path / "data.jsonl",
+        {"goal": "said", "screen": {"width": 720, "height": 1600}, "steps": [_step(CLICK)]},
+        {"goal": "small", "steps": [_step(CLICK)]},
+        {"goal": "wide", "steps": [_step(CLICK), _step({"action": "click", "coordinate": [1300.5, 2000]})]},
+        {"goal": "tall", "steps": [_step({"action": "click", "coordinate": [500, 3150]})]},
+        {"goal": "none", "steps": [_step({"action": "system_button", "button": "Back"})]},
+    )
+    sizes = {t.goal: {s.size for s in t.steps} for t in load([InterchangeSource(path=path, stand_ins=True)])}
+    assert sizes == {"said": {Size(720, 1600)}, "small": {Size(1080, 2400)}, "wide": {Size(1440, 3120)},
+                     "tall": {Size(1440, 3200)}, "none": {Size(1080, 2400)}}  # fmt: skip
+    loaded = load([InterchangeSource(path=path, stand_ins=True)])
+    assert loaded[2].steps[1].screenshot().open().size == (1440, 3120)
+
+
+def test_every_expert_step_of_the_sop_file_read_without_images_patches_in_as_a_match(
+    interchange_dir: Path,
+) -> None:
+    """The released SOP test set, loaded as training and evaluation load it: each expert action,
+    injected as a patch (resized, rounded, clamped), fully matches its own step. 21 of its episodes
+    tap past 1080x2400; with that one size for all, a patch is clamped off its target (PG 0.993)."""
+    from agent.geometry import smart_resize
+    from train.data import LoadReport
+    from train.matching import match
+    from train.rollout import step_action
+
+    report = LoadReport()
+    loaded = load([InterchangeSource(path=interchange_dir / "android_control_evaluation_std.jsonl", stand_ins=True)],
+                  report)  # fmt: skip
+    assert len(loaded) == 1540  # 3 of its 1,543 lines repeat another line's trajectory
+    assert report.rejected == []
+    assert report.swipe_contradictions == []
+    progress, success = [], []
+    for trajectory in loaded:
+        resized = smart_resize(trajectory.steps[0].size)
+        matched = 0
+        for step in trajectory.steps:
+            if not match(step_action(step, resized), resized, step.expected()).full_match:
+                break
+            matched += 1
+        progress.append(matched / len(trajectory.steps))
+        success.append(matched == len(trajectory.steps))
+    assert sum(progress) / len(progress) == 1.0
+    assert all(success)
+    assert sum(t.steps[0].size != (1080, 2400) for t in loaded) == 21

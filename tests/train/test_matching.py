@@ -96,6 +96,30 @@ def test_swipes_match_by_the_finger_direction(predicted, target, want) -> None: 
     assert outcome(predicted, target) == want
 
 
+ICON_IN_GRID = {"action": "open", "text": "Maps",
+                "candidate_bbox": [[0, 0, 1000, 2000], [100, 180, 140, 220], [0, 100, 1000, 400]]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("point", "settings", "want"),
+    [
+        ((60, 100), None, (True, True)),  # on the icon (its own box, the smallest listed)
+        ((250, 500), None, (False, False)),  # elsewhere on the full-screen container: not opening Maps
+        ((250, 120), None, (False, False)),  # on the row that holds the icon
+        ((250, 500), MatchSettings(boxes="all_boxes"), (True, True)),  # the released code: any listed box
+    ],
+)
+def test_open_by_click_takes_the_icons_own_box_not_a_container(point, settings, want) -> None:  # type: ignore[no-untyped-def]
+    target = expected(ICON_IN_GRID, action="open", text="Maps")
+    assert outcome({"action": "click", "coordinate": list(point)}, target, settings) == want
+
+
+def test_open_by_click_prefers_the_labels_own_bbox() -> None:
+    target = expected({**ICON_IN_GRID, "bbox": [600, 1000, 700, 1100]}, action="open", text="Maps")
+    assert outcome({"action": "click", "coordinate": [325, 525]}, target) == (True, True)
+    assert outcome({"action": "click", "coordinate": [60, 100]}, target) == (False, False)
+
+
 def test_a_swipe_direction_is_its_dominant_axis_and_a_tie_is_vertical() -> None:
     assert swipe_direction((0, 0), (10, 3)) == "right"
     assert swipe_direction((0, 0), (-10, 3)) == "left"

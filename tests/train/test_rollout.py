@@ -14,9 +14,10 @@ from agent.parsing import format_response
 from agent.prompt import PromptSettings, TextPart, Turn, prepare_image
 from agent.trajectory import ActionLabel
 from train.data import ExpertStep, ExpertTrajectory
+from train.labels import expert_action
 from train.matching import Expected, swipe_direction
 from train.model import Sampling
-from train.rollout import Generated, PatchSettings, RolloutSettings, SemiOnlineRollout, expert_action
+from train.rollout import Generated, PatchSettings, RolloutSettings, SemiOnlineRollout
 
 SCREEN = Size(1080, 2400)
 PROMPT = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
@@ -134,7 +135,7 @@ def test_off_policy_thought_patches_on_the_real_thought_file(interchange_dir: Pa
     from train.data import InterchangeSource, load_interchange
 
     (trajectory,) = load_interchange(
-        InterchangeSource(path=interchange_dir / "thought.jsonl", stand_in_size=(1080, 2400))
+        InterchangeSource(path=interchange_dir / "thought.jsonl", stand_ins=True)
     )
     assert len(trajectory.steps) == 11
     assert all(s.thought for s in trajectory.steps)
@@ -175,3 +176,20 @@ def test_expert_history_is_offline_rl_every_step_sees_the_experts_actions_and_no
     assert [s.patched for s in rollouts[0].steps] == [True, True, False]
     assert [s.response.text for s in rollouts[1].steps] == [RIGHT[0], WRONG, WRONG]  # targets: own samples
     assert len(engine.prompts) == 3  # one shared prompt per step, n samples each
+
+
+def test_a_statusless_terminate_is_patched_in_and_an_unwritable_label_ends_the_rollout_not_the_step() -> None:
+    """Loading leaves trajectories with labels no policy could write out; one built by hand must
+    still not kill a training step. A terminate without a status is an ordinary terminate."""
+    labels = [ActionLabel(action="terminate"), ActionLabel(action="open", text=""), LABELS[0]]
+    trajectory = ExpertTrajectory(
+        "Odd labels", tuple(ExpertStep(label, SCREEN, png=png(i), sha256=f"odd{i}") for i, label in enumerate(labels)),
+        "test",
+    )  # fmt: skip
+    engine = ScriptEngine({0: [WRONG], 1: [WRONG]})
+    settings = RolloutSettings(n=1, patch=PatchSettings(threshold=-1))
+    (rollout,) = SemiOnlineRollout(engine, settings, prompt=PROMPT).run(trajectory)
+    assert rollout.history == [format_response(expert_action(ActionLabel(action="terminate", status="success"),
+                                                             SCREEN, RESIZED))]  # fmt: skip
+    assert [s.step for s in rollout.steps] == [0, 1]  # step 1's sample is kept, with its reward
+    assert not rollout.alive
