@@ -180,6 +180,10 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
                 metrics.update({f"val_sop_{k}": result[k] for k in ("pg", "tsr", "score")})
             if run.is_main:
                 tracker.log(run.step, metrics)
+                if not metrics["groups"]:
+                    log.warning("step %d: dynamic sampling dropped all %d groups drawn (their rollouts did equally "
+                                "well), so nothing was learned; lower dynamic_sampling.eta or raise rollout.n",
+                                run.step, metrics["groups_dropped"])  # fmt: skip
                 if run.step == 1 and metrics["format_rate"] == 0 and config.rollout.reward == "paper":
                     log.warning("no sampled response had a non-empty think block: the paper-form reward gives "
                                 "every sample 0, so nothing is learned; train SFT with thoughts or set "
@@ -188,13 +192,21 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
                 save(config, run, stream.position, metrics, "semi-online-rl")
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(reward=f"{metrics['reward']:.3f}", match=f"{metrics['match_rate']:.2f}",
-                                kl=f"{metrics['kl']:.2e}")  # fmt: skip
+                bar.set_postfix(progress_fields(metrics))
     finally:
         if bar is not None:
             bar.close()
         tracker.close()
     return run.dir
+
+
+def progress_fields(metrics: dict[str, Any]) -> dict[str, str]:
+    """The progress line: enough to see a run with no signal (groups all dropped, nothing clipped,
+    advantages near zero) at a glance."""
+    return {"reward": f"{metrics['reward']:.3f}", "match": f"{metrics['match_rate']:.2f}",
+            "kept": f"{metrics['groups']}/{metrics['groups'] + metrics['groups_dropped']}",
+            "|A|": f"{metrics['abs_advantage']:.3f}", "clip": f"{metrics['clip_fraction']:.3f}",
+            "kl": f"{metrics['kl']:.2e}"}  # fmt: skip
 
 
 def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engine: RolloutEngine,
@@ -218,6 +230,7 @@ def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engi
     metrics: dict[str, Any] = {
         **_rollout_metrics(groups),
         "groups": len(groups), "groups_dropped": len(dropped), "samples": len(items),
+        "abs_advantage": sum(abs(i.advantage) for i in items) / len(items) if items else 0.0,
         "kl": _mean(updates, "kl"), "pg_loss": _mean(updates, "pg_loss"),
         "clip_fraction": _mean(updates, "clip_fraction"), "entropy": _mean(updates, "entropy"),
         "grad_norm": _mean(updates, "grad_norm"), "tokens": tokens,

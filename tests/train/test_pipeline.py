@@ -61,13 +61,20 @@ def test_sft_then_semi_online_rl_then_sop_from_the_command_line(sft_run: Path, s
     assert record["manifest_sha256"] == json.loads((sft_run / "manifest.json").read_text())["sha256"]
 
     rl = write_config(tmp_path / "rl.yaml", rl_body(sft_checkpoint))
-    uis1("train", "rl", "--config", str(rl), "--quiet")
+    shown = uis1("train", "rl", "--config", str(rl)).stderr
     run = tmp_path / "run"
     steps = metrics(run)
     assert [m["step"] for m in steps] == [1, 2, 3]
     for key in ("reward", "match_rate", "patch_rate", "kl", "clip_fraction", "entropy", "tokens_per_s",
-                "rollout_s", "old_logprob_s", "ref_logprob_s", "update_s"):  # fmt: skip
+                "rollout_s", "old_logprob_s", "ref_logprob_s", "update_s", "groups", "groups_dropped",
+                "abs_advantage"):  # fmt: skip
         assert key in steps[0], key
+    # The progress line shows whether the step had any signal: groups kept of drawn, |A|, clipping, KL.
+    last = steps[-1]
+    assert f"kept={last['groups']}/{last['groups'] + last['groups_dropped']}" in shown
+    assert f"|A|={last['abs_advantage']:.3f}" in shown
+    assert "clip=" in shown
+    assert "kl=" in shown
     assert any(m["reward"] > 0.1 for m in steps)  # the SFT policy matches some expert steps
     assert steps[-1]["kl"] > 0  # and moved away from its reference
     assert (run / "tensorboard").is_dir()
