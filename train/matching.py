@@ -103,21 +103,30 @@ class Expected:
         """The boxes a click may hit to count as ``open``: the icon's own (its bbox, else the smallest
         listed box; a listed container would accept a tap anywhere on it), or any under all_boxes."""
         boxes = self.boxes()
-        if settings.boxes == "all_boxes" or len(boxes) <= 1:
+        if settings.boxes == "all_boxes":
             return boxes
         if self.label.bbox is not None:
             x1, y1, x2, y2 = self.label.bbox
             return [
                 (x1 / self.size.width, y1 / self.size.height, x2 / self.size.width, y2 / self.size.height)
             ]
-        return [min(boxes, key=_area)]
+        return [min(boxes, key=_area)] if boxes else []
+
+
+# Normalised coordinates are quotients: a point exactly on an edge or at exactly the threshold
+# distance may come out a few ulps past it. Edges and thresholds count as inside, so allow for that.
+ROUNDING = 1e-9
 
 
 def _inside(point: tuple[float, float], box: tuple[float, float, float, float], enlarge: float) -> bool:
     x1, y1, x2, y2 = box
+    if enlarge == 1.0:  # the box as listed: compare with its edges, not a centre +/- half size
+        return (min(x1, x2) - ROUNDING <= point[0] <= max(x1, x2) + ROUNDING
+                and min(y1, y2) - ROUNDING <= point[1] <= max(y1, y2) + ROUNDING)  # fmt: skip
     cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
     half_w, half_h = abs(x2 - x1) * enlarge / 2, abs(y2 - y1) * enlarge / 2
-    return cx - half_w <= point[0] <= cx + half_w and cy - half_h <= point[1] <= cy + half_h
+    return (cx - half_w - ROUNDING <= point[0] <= cx + half_w + ROUNDING
+            and cy - half_h - ROUNDING <= point[1] <= cy + half_h + ROUNDING)  # fmt: skip
 
 
 def _area(box: tuple[float, float, float, float]) -> float:
@@ -125,19 +134,21 @@ def _area(box: tuple[float, float, float, float]) -> float:
 
 
 def _target_boxes(expected: Expected, settings: MatchSettings) -> list[tuple[float, float, float, float]]:
+    """The target element: the smallest listed box that holds the expert point; none when no box
+    holds it (a box elsewhere is not the element tapped, and the distance rule still applies)."""
     boxes = expected.boxes()
-    if settings.boxes == "all_boxes" or len(boxes) <= 1:
-        return boxes
     point = expected.point()
-    holding = [b for b in boxes if point is not None and _inside(point, b, 1.0)]
-    return [min(holding or boxes, key=_area)]
+    if settings.boxes == "all_boxes" or point is None:
+        return boxes
+    holding = [b for b in boxes if _inside(point, b, 1.0)]
+    return [min(holding, key=_area)] if holding else []
 
 
 def _hits(point: tuple[float, float], expected: Expected, settings: MatchSettings) -> bool:
     if any(_inside(point, box, settings.box_enlarge) for box in _target_boxes(expected, settings)):
         return True
     target = expected.point()
-    return target is not None and math.dist(point, target) <= settings.distance_threshold
+    return target is not None and math.dist(point, target) <= settings.distance_threshold + ROUNDING
 
 
 def _text_matches(predicted: str, expected: str | None, settings: MatchSettings) -> bool:

@@ -228,3 +228,44 @@ def test_every_expert_step_of_the_sop_file_matches_itself_and_its_swipes_agree(i
                 assert finger == {"up": "down", "down": "up"}.get(scroll, scroll)
             steps += 1
     assert steps == 8444
+
+
+def test_the_target_box_holds_the_expert_point_even_on_its_edge() -> None:
+    """Found by an independent reference: a point exactly on its element's edge was judged outside
+    (centre +/- half size in floats), and the enclosing container became the target."""
+    same = Size(1000, 1000)
+    target = Expected(ActionLabel.model_validate({"action": "click", "coordinate": [590, 110],
+                      "candidate_bbox": [[0, 0, 1000, 1000], [490, 110, 600, 220]]}), same)  # fmt: skip
+    far = match(action_from_dict({"action": "click", "coordinate": [50, 950]}), same, target)
+    assert (far.type_match, far.full_match) == (True, False)
+    on = match(action_from_dict({"action": "click", "coordinate": [595, 200]}), same, target)
+    assert on.full_match
+
+
+def test_a_listed_box_that_does_not_hold_the_expert_point_is_not_the_target() -> None:
+    elsewhere = expected(action="click", coordinate=[100, 200], candidate_bbox=[[500, 500, 600, 600]])
+    assert outcome({"action": "click", "coordinate": [275, 275]}, elsewhere) == (True, False)
+    assert outcome({"action": "click", "coordinate": [52, 100]}, elsewhere) == (
+        True,
+        True,
+    )  # the distance rule
+
+
+def test_an_open_labels_own_bbox_is_the_icon_even_beside_one_listed_box() -> None:
+    target = expected({"action": "open", "text": "Maps", "candidate_bbox": [[500, 500, 600, 600]]},
+                      action="open", text="Maps", bbox=[100, 100, 200, 200])  # fmt: skip
+    assert outcome({"action": "click", "coordinate": [75, 75]}, target) == (True, True)
+    assert outcome({"action": "click", "coordinate": [275, 275]}, target) == (False, False)
+
+
+def test_exact_thresholds_count_as_inside() -> None:
+    same = Size(1000, 1000)
+    point = Expected(ActionLabel(action="click", coordinate=(360, 190)), same)
+    assert match(
+        action_from_dict({"action": "click", "coordinate": [400, 190]}), same, point
+    ).full_match  # 0.04
+    box = Expected(
+        ActionLabel(action="click", coordinate=(150, 500), candidate_bbox=[(100, 450, 200, 550)]), same
+    )
+    for x in (90, 210):  # the edges of the box enlarged 1.2x
+        assert match(action_from_dict({"action": "click", "coordinate": [x, 500]}), same, box).full_match, x
