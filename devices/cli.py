@@ -89,10 +89,17 @@ def sim_start(
     ] = 5037,
     width: Annotated[int, typer.Option(help="Screen width in pixels.")] = 1080,
     height: Annotated[int, typer.Option(help="Screen height in pixels.")] = 2400,
+    display: Annotated[
+        str, typer.Option(help="Display profile: standard, or learnable (larger UI, 5 marked rows a list).")
+    ] = "standard",
 ) -> None:
     """Start simulated phones, print their serials, and run until Ctrl-C."""
     from devices.adb_server import AdbServer
+    from devices.sim.display import PROFILES
     from devices.sim.fleet import SimFleet
+
+    if display not in PROFILES:
+        raise typer.BadParameter(f"choose one of {', '.join(PROFILES)}", param_hint="--display")
 
     server = AdbServer(port=port)
     started_here = not server.is_running()
@@ -102,7 +109,7 @@ def sim_start(
         signal.signal(sig, lambda *_: stop.set())
     with SimFleet(server) as fleet:
         for _ in range(count):
-            device = fleet.add(width=width, height=height)
+            device = fleet.add(width=width, height=height, display=PROFILES[display])
             typer.echo(device.serial)
         typer.echo(
             f"{count} simulated phone(s) on the adb server at 127.0.0.1:{port}; Ctrl-C stops them", err=True

@@ -120,6 +120,9 @@ class SimSource(BaseModel):
     seeds: list[int] = Field(default_factory=lambda: [0])
     width: int = Field(1080, gt=0)
     height: int = Field(2400, gt=0)
+    display: Literal["standard", "learnable"] = (
+        "standard"  # the phone's display profile (devices.sim.display)
+    )
 
 
 Source = Annotated[InterchangeSource | StoreSource | SimSource, Field(discriminator="kind")]
@@ -228,6 +231,7 @@ def load_store(src: StoreSource) -> list[ExpertTrajectory]:
 
 def load_sim(src: SimSource) -> list[ExpertTrajectory]:
     """Run each task's expert on an in-process simulated phone, recording what it saw and did."""
+    from devices.sim.display import profile
     from devices.sim.phone import SimPhone
     from devices.sim.tasks import TASKS, Outcome
     from devices.sim.tasks.base import execute
@@ -236,7 +240,9 @@ def load_sim(src: SimSource) -> list[ExpertTrajectory]:
     unknown = sorted(set(names) - set(TASKS))
     if unknown:
         raise DataError(f"unknown simulated tasks: {', '.join(unknown)}")
-    phone = SimPhone("sim-data", width=src.width, height=src.height, clock="09:41")
+    phone = SimPhone(
+        "sim-data", width=src.width, height=src.height, clock="09:41", display=profile(src.display)
+    )
     out = []
     for name in names:
         for seed in src.seeds:

@@ -11,7 +11,7 @@ import asyncio
 import socket
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +28,9 @@ class OnlineSettings(BaseModel):
     max_new_tokens: int = Field(512, gt=0)
     width: int = Field(1080, gt=0)
     height: int = Field(2400, gt=0)
+    display: Literal["standard", "learnable"] = (
+        "standard"  # the phone's display profile (devices.sim.display)
+    )
 
 
 def _free_port() -> int:
@@ -48,6 +51,7 @@ async def _run(policy: Policy, settings: OnlineSettings, prompt: PromptSettings,
     from agent.store import TrajectoryStore
     from devices.adb import AdbDriver, DriverSettings
     from devices.adb_server import AdbServer
+    from devices.sim.display import profile
     from devices.sim.fleet import SimFleet
     from devices.sim.tasks import TASKS, Outcome
 
@@ -64,7 +68,9 @@ async def _run(policy: Policy, settings: OnlineSettings, prompt: PromptSettings,
     results = []
     try:
         with AdbServer(port=_free_port()) as server, SimFleet(server) as fleet:
-            device = fleet.add("eval", width=settings.width, height=settings.height)
+            device = fleet.add(
+                "eval", width=settings.width, height=settings.height, display=profile(settings.display)
+            )
             driver = AdbDriver(fleet.client(), device.serial, DriverSettings(use_uiautomator2=False))
             for name in settings.tasks:
                 for seed in settings.seeds:

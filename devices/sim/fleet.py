@@ -15,6 +15,7 @@ import adbutils
 
 from devices.adb_server import AdbServer
 from devices.sim.adbd import AdbdServer
+from devices.sim.display import STANDARD, DisplayProfile
 from devices.sim.phone import SimPhone
 from devices.sim.u2 import U2Server
 
@@ -40,11 +41,18 @@ class SimFleet:
     devices: list[SimDevice] = field(default_factory=list)
 
     def add(
-        self, name: str | None = None, *, width: int = 1080, height: int = 2400, unicode_ime: bool = True
+        self,
+        name: str | None = None,
+        *,
+        width: int = 1080,
+        height: int = 2400,
+        unicode_ime: bool = True,
+        display: DisplayProfile = STANDARD,
     ) -> SimDevice:
         phone = SimPhone(
-            name or f"sim-{len(self.devices) + 1}", width=width, height=height, unicode_ime=unicode_ime
-        )
+            name or f"sim-{len(self.devices) + 1}", width=width, height=height, unicode_ime=unicode_ime,
+            display=display,
+        )  # fmt: skip
         adbd = self._start_adbd(phone)
         u2 = U2Server(phone)
         adbd.tcp_handlers[u2.PORT] = u2

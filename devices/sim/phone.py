@@ -10,19 +10,22 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from devices.sim import render
 from devices.sim.apps import APP_CLASSES, App
+from devices.sim.display import PHYSICAL_DENSITY, STANDARD, DisplayProfile, arranged
 from devices.sim.faults import Faults
 from devices.sim.screen import Dialog, Screen, TextField
 from devices.sim.ui import View, hierarchy_xml, hit
 
 if TYPE_CHECKING:
     from PIL import Image
+
+T = TypeVar("T")
 
 KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
 ADB_KEYBOARD_IME = "com.android.adbkeyboard/.AdbIME"
@@ -84,8 +87,14 @@ class SimPhone:
         model: str = "Pixel 8",
         unicode_ime: bool = True,
         clock: str | None = None,
+        display: DisplayProfile = STANDARD,
     ) -> None:
         self.serial = serial
+        # How the UI is laid out (devices.sim.display): its density is what `wm density` sets and
+        # reports; a task's seed becomes the layout seed that orders lists under a shuffling profile.
+        self.display = display
+        self.density = display.density
+        self.layout_seed: int | None = None
         # A fixed status-bar time ("09:41") renders the same screen the same bytes whenever it is
         # drawn (training data is identified by its screenshots); None shows the real time.
         self.clock = clock
@@ -150,6 +159,18 @@ class SimPhone:
             self.stack = [self.launcher]
             self.screen_on = True
             self.ime = LATIN_IME
+            self.layout_seed = None
+
+    @property
+    def ui_scale(self) -> float:
+        """Widgets and text relative to the physical density (2.0 after `wm density 840`)."""
+        return self.density / PHYSICAL_DENSITY
+
+    def arrange(self, items: Sequence[T], key: str) -> list[tuple[int, T]]:
+        """A list's items as ``(mark, item)`` in display order: shuffled by the layout seed when the
+        display profile says so; ``mark`` is the item's own index, whatever its place."""
+        seed = self.layout_seed if self.display.shuffle_lists else None
+        return arranged(items, key, seed)
 
     def _changed(self, what: str) -> None:
         for listener in list(self.listeners):
@@ -319,7 +340,7 @@ class SimPhone:
 
     def _dialog_view(self, dialog: Dialog) -> View:
         w, h = self.width, self.height
-        s = w / 1080
+        s = w / 1080 * min(self.ui_scale, 1.8)  # the panel stays inside the screen at large scales
         scrim = View("frame", (0, self._status_height(), w, self._nav_top()), fill="#5f6368")
         panel = View("frame", (round(80 * s), h // 2 - round(360 * s), w - round(80 * s), h // 2 + round(360 * s)),
                      fill=self.theme.background, rid="android:id/parentPanel")  # fmt: skip
@@ -385,9 +406,10 @@ class SimPhone:
             else:
                 root, background = self.view(), self.theme.background
             # An unchanged screen is not drawn again (a phone's compositor does not redraw either).
-            key = (render.signature(root), self.width, self.height, background)
+            key = (render.signature(root), self.width, self.height, background, self.ui_scale)
             if self._last_frame is None or self._last_frame.key != key:
-                self._last_frame = _Frame(key, render.render(root, (self.width, self.height), background))
+                image = render.render(root, (self.width, self.height), background, self.ui_scale)
+                self._last_frame = _Frame(key, image)
             return self._last_frame
 
     def screenshot_png(self) -> bytes:

@@ -41,8 +41,10 @@ def _fit(draw: ImageDraw.ImageDraw, text: str, size: int, width: int) -> str:
     return text + "…"
 
 
-def _draw_text(draw: ImageDraw.ImageDraw, view: View, text: str, ink: str, inset: int = 24) -> None:
+def _draw_text(draw: ImageDraw.ImageDraw, view: View, text: str, ink: str, inset: float = 24) -> None:
     left, top, right, bottom = view.bounds
+    left += view.indent
+    inset = round(inset)
     f = font(view.size)
     text = _fit(draw, text, view.size, right - left - 2 * inset)
     width = draw.textlength(text, font=f)
@@ -56,15 +58,18 @@ def _draw_text(draw: ImageDraw.ImageDraw, view: View, text: str, ink: str, inset
     draw.text((x, y), text, fill=ink, font=f)
 
 
-def _draw_switch(draw: ImageDraw.ImageDraw, view: View) -> None:
+def _draw_switch(draw: ImageDraw.ImageDraw, view: View, scale: float) -> None:
     _, top, right, bottom = view.bounds
     cy = (top + bottom) // 2
-    track = (right - 150, cy - 24, right - 40, cy + 24)
+    d = [round(v * scale) for v in (150, 40, 24, 30)]
+    track = (right - d[0], cy - d[2], right - d[1], cy + d[2])
     on = bool(view.checked)
-    draw.rounded_rectangle(track, radius=24, fill="#8ab4f8" if on else "#bdc1c6")
-    knob_x = track[2] - 24 if on else track[0] + 24
+    draw.rounded_rectangle(track, radius=d[2], fill="#8ab4f8" if on else "#bdc1c6")
+    knob_x = track[2] - d[2] if on else track[0] + d[2]
     draw.ellipse(
-        (knob_x - 30, cy - 30, knob_x + 30, cy + 30), fill=ACCENT if on else "#f1f3f4", outline="#9aa0a6"
+        (knob_x - d[3], cy - d[3], knob_x + d[3], cy + d[3]),
+        fill=ACCENT if on else "#f1f3f4",
+        outline="#9aa0a6",
     )
 
 
@@ -80,31 +85,34 @@ def _draw_icon(draw: ImageDraw.ImageDraw, view: View) -> None:
     draw.text((cx - width / 2, cy - side / 4 - 4), glyph, fill="white", font=f)
 
 
-def draw_view(draw: ImageDraw.ImageDraw, view: View) -> None:
+def draw_view(draw: ImageDraw.ImageDraw, view: View, scale: float = 1.0) -> None:
+    """``scale``: the UI scale (display density over the physical one) of insets, strokes, knobs."""
     left, top, right, bottom = view.bounds
     kind = view.kind
+    k = scale
     if kind == "icon":
         _draw_icon(draw, view)
     elif kind in ("button", "key"):
         fill = view.fill or (ACCENT if kind == "button" else "#ffffff")
+        m = round(6 * k)
         draw.rounded_rectangle(
-            (left + 6, top + 6, right - 6, bottom - 6), radius=20, fill=fill, outline="#dadce0"
+            (left + m, top + m, right - m, bottom - m), radius=round(20 * k), fill=fill, outline="#dadce0"
         )
         ink = "white" if kind == "button" and view.fill is None else view.ink
-        _draw_text(draw, view, view.text or view.glyph, ink, inset=12)
+        _draw_text(draw, view, view.text or view.glyph, ink, inset=12 * k)
     elif kind == "edit":
         draw.rounded_rectangle(
-            (left + 16, top + 8, right - 16, bottom - 8),
-            radius=12,
+            (left + round(16 * k), top + round(8 * k), right - round(16 * k), bottom - round(8 * k)),
+            radius=round(12 * k),
             fill=view.fill or "#ffffff",
             outline=ACCENT if view.focused else "#9aa0a6",
-            width=4 if view.focused else 2,
+            width=round((4 if view.focused else 2) * k),
         )
         shown = "•" * len(view.text) if view.password else view.text
         if shown:
-            _draw_text(draw, view, shown + ("|" if view.focused else ""), view.ink, inset=40)
+            _draw_text(draw, view, shown + ("|" if view.focused else ""), view.ink, inset=40 * k)
         else:
-            _draw_text(draw, view, view.hint or ("|" if view.focused else ""), "#80868b", inset=40)
+            _draw_text(draw, view, view.hint or ("|" if view.focused else ""), "#80868b", inset=40 * k)
     else:
         if view.fill:
             draw.rectangle((left, top, right - 1, bottom - 1), fill=view.fill)
@@ -113,30 +121,44 @@ def draw_view(draw: ImageDraw.ImageDraw, view: View) -> None:
         if kind == "slider":
             cy = (top + bottom) // 2
             value = int(view.text or 0)
-            x = left + 40 + (right - left - 80) * value // 255
-            draw.line((left + 40, cy, right - 40, cy), fill="#bdc1c6", width=10)
-            draw.line((left + 40, cy, x, cy), fill=ACCENT, width=10)
-            draw.ellipse((x - 24, cy - 24, x + 24, cy + 24), fill=ACCENT)
+            margin, knob = slider_margin(k), round(24 * k)
+            x = left + margin + (right - left - 2 * margin) * value // 255
+            draw.line((left + margin, cy, right - margin, cy), fill="#bdc1c6", width=round(10 * k))
+            draw.line((left + margin, cy, x, cy), fill=ACCENT, width=round(10 * k))
+            draw.ellipse((x - knob, cy - knob, x + knob, cy + knob), fill=ACCENT)
         elif view.text:
             _draw_text(
-                draw, view, view.text, view.ink, inset=48 if kind in ("row", "switch", "checkbox") else 24
+                draw,
+                view,
+                view.text,
+                view.ink,
+                inset=(48 if kind in ("row", "switch", "checkbox") else 24) * k,
             )
         if view.checked is not None and kind in ("switch", "checkbox"):
             if kind == "switch":
-                _draw_switch(draw, view)
+                _draw_switch(draw, view, k)
             else:
                 cy = (top + bottom) // 2
-                box = (right - 110, cy - 30, right - 50, cy + 30)
+                box = (right - round(110 * k), cy - round(30 * k), right - round(50 * k), cy + round(30 * k))
                 draw.rounded_rectangle(
-                    box, radius=8, outline=ACCENT, width=5, fill=ACCENT if view.checked else None
+                    box,
+                    radius=round(8 * k),
+                    outline=ACCENT,
+                    width=round(5 * k),
+                    fill=ACCENT if view.checked else None,
                 )
     for child in view.children:
-        draw_view(draw, child)
+        draw_view(draw, child, scale)
 
 
-def render(root: View, size: tuple[int, int], background: str = "#ffffff") -> Image.Image:
+def slider_margin(scale: float) -> int:
+    """Where a slider's track starts and ends, from the view's edges (what a tap on it maps from)."""
+    return round(40 * scale)
+
+
+def render(root: View, size: tuple[int, int], background: str = "#ffffff", scale: float = 1.0) -> Image.Image:
     image = Image.new("RGB", size, background)
-    draw_view(ImageDraw.Draw(image), root)
+    draw_view(ImageDraw.Draw(image), root, scale)
     return image
 
 

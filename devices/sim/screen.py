@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from devices.sim.display import mark_colour
 from devices.sim.ui import Handler, View
 
 if TYPE_CHECKING:
@@ -48,10 +49,12 @@ class Screen:
             "frame", (0, top, self.width, bottom), rid=f"{package}:id/content", fill=phone.theme.background
         )
         self.dialog: Dialog | None = None
+        self._slot = 0  # the row height of the list being built, when the profile sets it
 
     @property
     def scale(self) -> float:
-        return self.width / 1080
+        """Pixels per layout unit: the screen's width over 1080, times the display's UI scale."""
+        return self.width / 1080 * self.phone.ui_scale
 
     def px(self, value: int) -> int:
         return round(value * self.scale)
@@ -102,14 +105,25 @@ class Screen:
         desc: str = "",
         parent: View | None = None,
         y: int | None = None,
+        mark: int | None = None,
     ) -> View:
+        """One row; ``mark``: a list item's index (``phone.arrange``), drawn as a coloured tile with
+        the item's initial when the display profile marks list items."""
         top = self.y if y is None else y
         kind = "switch" if switch is not None else "checkbox" if checkbox is not None else "row"
+        # Inside a list whose rows the display profile stretches, a row fills its slot.
+        h = self._slot if self._slot and y is not None else self.px(height)
+        tile = round(h * 0.6) if mark is not None and self.phone.display.item_marks else 0
         view = View(
-            kind, (0, top, self.width, top + self.px(height)), text=text, on_tap=on_tap, on_long_press=on_long_press,
+            kind, (0, top, self.width, top + h), text=text, on_tap=on_tap, on_long_press=on_long_press,
             checked=switch if switch is not None else checkbox, rid=self._rid(rid), desc=desc,
-            size=self.px(48), ink=self.phone.theme.ink,
+            size=self.px(48), ink=self.phone.theme.ink, indent=tile + self.px(24) if tile else 0,
         )  # fmt: skip
+        if tile and mark is not None:
+            left, cy = self.px(40), top + h // 2
+            initial = (text or desc).lstrip("★ ")[:1].upper()
+            view.add(View("icon", (left, cy - tile // 2, left + tile, cy + tile // 2), glyph=initial,
+                          fill=mark_colour(mark)))  # fmt: skip
         (parent or self.root).add(view)
         if y is None:
             self.y += self.px(height)
@@ -152,6 +166,9 @@ class Screen:
         """
         top, end = self.y, bottom or self.bottom
         h = self.px(item_height)
+        if self.phone.display.max_rows:  # taller rows: no more than max_rows on screen at once
+            h = max(h, (end - top) // self.phone.display.max_rows)
+            self._slot = h
         offsets = self.phone.scroll_offsets.setdefault(self.package, {})
         limit = max(0, count * h - (end - top))
         offset = min(offsets.get(key, 0), limit)
@@ -170,6 +187,7 @@ class Screen:
                 break
             if y + h > top:
                 item(i, y, container)
+        self._slot = 0
         # Items drawn past the container edge are clipped: cut their bounds to the container.
         for child in container.walk():
             if child is container:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from devices.keys import keycode
+from devices.sim.display import PHYSICAL_DENSITY
 from devices.sim.phone import ADB_KEYBOARD_IME, U2_IME, FileEntry, SimPhone
 
 
@@ -360,8 +361,21 @@ def _wm(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) -> 
     if args[:1] == ["size"]:
         return Result(stdout=f"Physical size: {phone.width}x{phone.height}\n".encode())
     if args[:1] == ["density"]:
-        return Result(stdout=b"Physical density: 420\n")
-    raise _Usage("usage: wm size|density")
+        # As Android's WindowManager: an override changes the UI scale (devices.sim.display).
+        if len(args) == 1:
+            lines = f"Physical density: {PHYSICAL_DENSITY}\n"
+            if phone.density != PHYSICAL_DENSITY:
+                lines += f"Override density: {phone.density}\n"
+            return Result(stdout=lines.encode())
+        value = args[1]
+        if value == "reset":
+            phone.density = PHYSICAL_DENSITY
+            return Result()
+        if not value.isdigit() or not 72 <= int(value) <= 1280:
+            return Result(stderr=f"Error: bad density {value!r}\n".encode(), code=255)
+        phone.density = int(value)
+        return Result()
+    raise _Usage("usage: wm size|density [DENSITY|reset]")
 
 
 def _component(phone: SimPhone, value: str) -> tuple[str, str | None]:

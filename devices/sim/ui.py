@@ -43,6 +43,7 @@ class View:
     size: int = 44
     glyph: str = ""
     align: str = "left"
+    indent: int = 0  # text starts this far right of the usual inset (room for a row's mark)
 
     def add(self, *views: View) -> View:
         self.children.extend(views)

@@ -48,6 +48,19 @@ def test_screenshot_path() -> None:
     assert raw["bytes"] == 540 * 1200 * 4 + 16  # header + RGBA pixels
 
 
+def test_screens(tmp_path: Path) -> None:
+    sheet = tmp_path / "screens.png"
+    report = json.loads(_run("screens.py", "--image-tokens", "64", "--out", str(sheet), "--json"))
+    assert "cores" in report["machine"]
+    by_profile = {r["profile"]: r for r in report["profiles"]}
+    assert by_profile["learnable"]["row_text_px"] > by_profile["standard"]["row_text_px"] * 1.5
+    assert by_profile["standard"]["resized"] == "140x308"
+    from PIL import Image
+
+    with Image.open(sheet) as image:  # six screens of 140 px a row, as the model gets them
+        assert image.width >= 6 * 140
+
+
 def test_service_overhead() -> None:
     output = _run("service_overhead.py", "--episodes", "1,3", "--steps", "3", "--policy-latency", "0.05",
                   "--width", "540", "--height", "1200", "--image-transport", "original", "--json")  # fmt: skip

@@ -213,3 +213,12 @@ def test_every_expert_step_of_the_sop_file_read_without_images_patches_in_as_a_m
     assert sum(progress) / len(progress) == 1.0
     assert all(success)
     assert sum(t.steps[0].size != (1080, 2400) for t in loaded) == 21
+
+
+def test_simulated_experts_record_the_display_profile_they_ran_on() -> None:
+    standard = load([SimSource(tasks=["add_to_cart"], seeds=[1])])
+    learnable = load([SimSource(tasks=["add_to_cart"], seeds=[1], display="learnable")])
+    assert standard[0].goal == learnable[0].goal
+    assert standard[0].steps[0].size == learnable[0].steps[0].size  # the same screen, drawn larger
+    assert standard[0].steps[1].sha256 != learnable[0].steps[1].sha256
+    assert standard[0].id != learnable[0].id

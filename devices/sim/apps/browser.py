@@ -46,7 +46,9 @@ class Browser(App):
 
         def item(i: int, y: int, parent: View) -> None:
             title = results[i]
-            screen.row(title, on_tap=lambda: self._visit(title), parent=parent, y=y, rid="result_title")
+            screen.row(
+                title, on_tap=lambda: self._visit(title), parent=parent, y=y, rid="result_title", mark=i
+            )
 
         screen.scroll_list("results:" + self.current_query, len(results), item, item_height=220)
 

@@ -48,7 +48,7 @@ class Clock(App):
             text = f"{alarm.time}  {alarm.label}".strip()
             screen.row(text, switch=alarm.enabled, on_tap=lambda: self._toggle(alarm),
                        on_long_press=lambda: self._confirm_delete(alarm), parent=parent, y=y, rid="alarm",
-                       desc=alarm.time)  # fmt: skip
+                       desc=alarm.time, mark=i)  # fmt: skip
 
         screen.scroll_list("alarms", len(alarms), item)
         screen.fab("+", "Add alarm", self._new)

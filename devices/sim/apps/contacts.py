@@ -69,10 +69,10 @@ class Contacts(App):
 
     def page_main(self, screen: Screen) -> None:
         screen.title("Contacts")
-        people = self.sorted_contacts()
+        people = self.phone.arrange(self.sorted_contacts(), "people")
 
         def item(i: int, y: int, parent: View) -> None:
-            contact = people[i]
+            mark, contact = people[i]
             star = "★ " if contact.favorite else ""
             screen.row(
                 star + contact.name,
@@ -80,6 +80,7 @@ class Contacts(App):
                 parent=parent,
                 y=y,
                 rid="contact_name",
+                mark=mark,
             )
 
         screen.scroll_list("people", len(people), item)

@@ -29,23 +29,23 @@ class Files(App):
         self.folders = {name: list(files) for name, files in DEFAULT_FOLDERS.items()}
         self.folder = "Download"
         self.starred: set[tuple[str, str]] = set()
+        self.show_stars = True  # starred files marked in the folder list
 
     def page_main(self, screen: Screen) -> None:
         screen.title("Files")
-        for name, files in self.folders.items():
-            screen.row(
-                f"{name}   ({len(files)} items)", on_tap=partial(self._open, name), rid="folder", desc=name
-            )
+        for mark, (name, files) in self.phone.arrange(list(self.folders.items()), "folders"):
+            screen.row(f"{name}   ({len(files)} items)", on_tap=partial(self._open, name), rid="folder", desc=name,
+                       mark=mark)  # fmt: skip
 
     def page_folder(self, screen: Screen) -> None:
         screen.title(self.folder, back=self.up)
-        files = self.folders[self.folder]
+        files = self.phone.arrange(self.folders[self.folder], "folder:" + self.folder)
 
         def item(i: int, y: int, parent: View) -> None:
-            name = files[i]
-            star = "★ " if (self.folder, name) in self.starred else ""
+            mark, name = files[i]
+            star = "★ " if self.show_stars and (self.folder, name) in self.starred else ""
             screen.row(star + name, on_long_press=lambda: self._options(name), on_tap=lambda: None,
-                       parent=parent, y=y, rid="file_name", desc=name)  # fmt: skip
+                       parent=parent, y=y, rid="file_name", desc=name, mark=mark)  # fmt: skip
 
         screen.scroll_list("folder:" + self.folder, len(files), item)
 

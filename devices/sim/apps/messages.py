@@ -59,13 +59,15 @@ class Messages(App):
             n for n in self.threads if not self.threads[n]
         ]
 
+        threads = self.phone.arrange(names, "threads")
+
         def item(i: int, y: int, parent: View) -> None:
-            name = names[i]
+            mark, name = threads[i]
             last = self.threads[name][-1].text if self.threads[name] else "No messages yet"
             screen.row(f"{name}: {last}", on_tap=lambda: self.open_thread(name), parent=parent, y=y,
-                       rid="conversation", desc=name)  # fmt: skip
+                       rid="conversation", desc=name, mark=mark)  # fmt: skip
 
-        screen.scroll_list("threads", len(names), item)
+        screen.scroll_list("threads", len(threads), item)
         screen.fab("+", "Start chat", self._new_chat)
 
     def page_thread(self, screen: Screen) -> None:
@@ -98,9 +100,8 @@ class Messages(App):
         people = [c.name for c in contacts.sorted_contacts() if query in c.name.lower()]  # type: ignore[attr-defined]
 
         def item(i: int, y: int, parent: View) -> None:
-            screen.row(
-                people[i], on_tap=lambda: self.open_thread(people[i]), parent=parent, y=y, rid="contact_name"
-            )
+            screen.row(people[i], on_tap=lambda: self.open_thread(people[i]), parent=parent, y=y, rid="contact_name",
+                       mark=i)  # fmt: skip
 
         screen.scroll_list("people:" + query, len(people), item)
 

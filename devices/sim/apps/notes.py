@@ -36,15 +36,12 @@ class Notes(App):
     def page_main(self, screen: Screen) -> None:
         screen.title("Notes")
 
+        notes = self.phone.arrange(self.notes, "notes")
+
         def item(i: int, y: int, parent: View) -> None:
-            note = self.notes[i]
-            screen.row(
-                note.title or "(untitled)",
-                on_tap=lambda: self._edit(note),
-                parent=parent,
-                y=y,
-                rid="note_title",
-            )
+            mark, note = notes[i]
+            screen.row(note.title or "(untitled)", on_tap=lambda: self._edit(note), parent=parent, y=y,
+                       rid="note_title", mark=mark)  # fmt: skip
 
         screen.scroll_list("notes", len(self.notes), item)
         screen.fab("+", "New note", lambda: self._edit(None))

@@ -6,6 +6,7 @@ from functools import partial
 from typing import ClassVar
 
 from devices.sim.apps.base import App
+from devices.sim.render import slider_margin
 from devices.sim.screen import Screen
 from devices.sim.ui import View
 
@@ -56,23 +57,24 @@ class Settings(App):
             screen.text("Turn on Wi-Fi to see available networks", size=36, ink="#5f6368")
             return
 
-        def item(i: int, y: int, parent: View) -> None:
-            name = NETWORKS[i]
-            label = f"{name}  (Connected)" if name == s.wifi_network else name
-            screen.row(
-                label, on_tap=lambda: self._join(name), parent=parent, y=y, rid="network_name", desc=name
-            )
+        networks = self.phone.arrange(NETWORKS, "networks")
 
-        screen.scroll_list("networks", len(NETWORKS), item)
+        def item(i: int, y: int, parent: View) -> None:
+            mark, name = networks[i]
+            label = f"{name}  (Connected)" if name == s.wifi_network else name
+            screen.row(label, on_tap=lambda: self._join(name), parent=parent, y=y, rid="network_name", desc=name,
+                       mark=mark)  # fmt: skip
+
+        screen.scroll_list("networks", len(networks), item)
 
     def page_bluetooth(self, screen: Screen) -> None:
         s = self.phone.settings
         screen.title("Connected devices", back=self.up)
         screen.row("Bluetooth", switch=s.bluetooth, on_tap=self._toggle_bluetooth, rid="bluetooth_switch")
         if s.bluetooth:
-            for name in BLUETOOTH_DEVICES:
+            for mark, name in self.phone.arrange(BLUETOOTH_DEVICES, "bluetooth"):
                 label = f"{name}  (Paired)" if name in self.paired else name
-                screen.row(label, on_tap=partial(self._pair, name), rid="device_name", desc=name)
+                screen.row(label, on_tap=partial(self._pair, name), rid="device_name", desc=name, mark=mark)
 
     def page_display(self, screen: Screen) -> None:
         s = self.phone.settings
@@ -88,7 +90,7 @@ class Settings(App):
 
     def set_brightness_at(self, x: int) -> None:
         """A tap on the slider at ``x`` sets the level, as a SeekBar does."""
-        margin = round(40 * self.phone.width / 1080)
+        margin = slider_margin(self.phone.ui_scale)
         span = self.phone.width - 2 * margin
         self.phone.settings.brightness = max(0, min(255, round((x - margin) * 255 / span)))
 

@@ -62,26 +62,30 @@ class Shop(App):
         self.orders: list[Order] = []
         self.product: str | None = None
         self.checkout = Checkout()
+        self.show_counts = True  # how many of a product the cart holds, on its page and the cart button
 
     def price(self, name: str) -> float:
         return dict(PRODUCTS)[name]
 
     def page_main(self, screen: Screen) -> None:
         count = sum(self.cart.values())
-        screen.title("Shop", actions=[("$", f"Cart ({count})", lambda: self.go("cart"))])
+        cart = f"Cart ({count})" if self.show_counts else "Cart"
+        screen.title("Shop", actions=[("$", cart, lambda: self.go("cart"))])
+        products = self.phone.arrange(PRODUCTS, "products")
 
         def item(i: int, y: int, parent: View) -> None:
-            name, price = PRODUCTS[i]
+            mark, (name, price) = products[i]
             screen.row(f"{name}   ${price:.2f}", on_tap=lambda: self._open(name), parent=parent, y=y,
-                       rid="product_name", desc=name)  # fmt: skip
+                       rid="product_name", desc=name, mark=mark)  # fmt: skip
 
-        screen.scroll_list("products", len(PRODUCTS), item, item_height=200)
+        screen.scroll_list("products", len(products), item, item_height=200)
 
     def page_product(self, screen: Screen) -> None:
         name = self.product or PRODUCTS[0][0]
         screen.title(name, back=self.up, actions=[("$", "Cart", lambda: self.go("cart"))])
         screen.text(f"${self.price(name):.2f}", size=56, rid="price")
-        screen.text(f"In cart: {self.cart.get(name, 0)}", size=40, rid="in_cart")
+        if self.show_counts:
+            screen.text(f"In cart: {self.cart.get(name, 0)}", size=40, rid="in_cart")
         screen.button("Add to cart", lambda: self._add(name), rid="add_to_cart")
 
     def page_cart(self, screen: Screen) -> None:

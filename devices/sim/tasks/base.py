@@ -130,9 +130,12 @@ class Task:
     complexity: ClassVar[int]  # rough number of expert steps
     template: ClassVar[str]
     question: ClassVar[bool] = False  # answered with the answer action
+    # The right action depends on the agent's own earlier actions, not only on the screen.
+    history: ClassVar[bool] = False
 
-    def __init__(self, params: dict[str, Any]) -> None:
+    def __init__(self, params: dict[str, Any], seed: int = 0) -> None:
         self.params = params
+        self.seed = seed
 
     @classmethod
     def sample(cls, rng: random.Random) -> dict[str, Any]:
@@ -140,14 +143,16 @@ class Task:
 
     @classmethod
     def create(cls, seed: int = 0) -> Task:
-        return cls(cls.sample(random.Random(f"{cls.__name__}:{seed}")))
+        return cls(cls.sample(random.Random(f"{cls.__name__}:{seed}")), seed)
 
     @property
     def goal(self) -> str:
         return self.template.format(**self.params)
 
     def initialize(self, phone: SimPhone) -> None:
+        """The task's starting state; under a shuffling display profile, its seed orders the lists."""
         phone.reset()
+        phone.layout_seed = self.seed
 
     def is_successful(self, phone: SimPhone, outcome: Outcome | None = None) -> bool:
         raise NotImplementedError

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from devices.adb import AdbDriver, DriverSettings
+from devices.sim.display import profile
 from devices.sim.phone import SimPhone
 from devices.sim.tasks import TASKS, Outcome, execute
 
@@ -25,9 +26,10 @@ def test_there_are_at_least_30_tasks_from_one_to_ten_or_more_steps() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_the_expert_solves_the_task(name: str, seed: int) -> None:
+@pytest.mark.parametrize("display", ["standard", "learnable"])
+def test_the_expert_solves_the_task(name: str, seed: int, display: str) -> None:
     task = TASKS[name].create(seed)
-    phone = SimPhone("t")
+    phone = SimPhone("t", display=profile(display))
     task.initialize(phone)
     assert not task.is_successful(phone, Outcome()), "already solved before any action"
     actions, outcome = task.run_expert(phone)
