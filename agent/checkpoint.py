@@ -100,6 +100,30 @@ def load_model(path: str | Path, *, dtype: str = "auto", device: str = "cpu") ->
     return model
 
 
+# The system prompt a checkpoint was trained with, beside its weights (absent: UI-S1's own).
+PROMPT_FILE = "system_prompt.txt"
+
+
+def read_system_prompt(path: str | Path) -> str | None:
+    """The system prompt saved with a checkpoint (or its adapter's directory), if any."""
+    file = Path(path) / PROMPT_FILE
+    return file.read_text(encoding="utf-8") if file.is_file() else None
+
+
+def write_system_prompt(path: str | Path, text: str) -> None:
+    (Path(path) / PROMPT_FILE).write_text(text, encoding="utf-8")
+
+
+def checkpoint_system_prompt(model_dir: str | Path, adapter_dir: str | Path | None = None) -> str:
+    """The system prompt to run a checkpoint with: its adapter's, else its model's, else UI-S1's."""
+    from agent.prompt import SYSTEM_PROMPT
+
+    for where in (adapter_dir, model_dir):
+        if where is not None and (text := read_system_prompt(where)) is not None:
+            return text
+    return SYSTEM_PROMPT
+
+
 def vision_token_ids(tokenizer: Any) -> list[int]:
     """Ids of the vision tokens, to suppress in generation."""
     ids = [tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS]

@@ -92,6 +92,24 @@ SYSTEM_PROMPT = (
 )
 
 
+# A short system prompt for small models trained from scratch on short contexts (the simulated
+# phone's learning benchmark, the demo's starter policy): the same output format and action space
+# in a tenth of the tokens. A checkpoint trained with it carries it (``agent.checkpoint``), so the
+# version is served with the prompt it learned.
+COMPACT_SYSTEM_PROMPT = (
+    "You operate an Android phone. Output <think>...</think> then <action>{json}</action>.\n"
+    "Actions: click(coordinate), long_press(coordinate,time), swipe(coordinate,coordinate2), type(text), "
+    "key(text), system_button(button: Back|Home|Menu|Enter), open(text), wait(time), answer(text), "
+    "terminate(status: success|failure). Coordinates are screenshot pixels [x, y]."
+)
+SYSTEM_PROMPTS = {"ui-s1": SYSTEM_PROMPT, "compact": COMPACT_SYSTEM_PROMPT}
+
+
+def system_prompt_text(value: str) -> str:
+    """A built-in system prompt by name (``ui-s1``, ``compact``), or ``value`` itself as the prompt."""
+    return SYSTEM_PROMPTS.get(value, value)
+
+
 @dataclass(frozen=True)
 class Screenshot:
     """One observation: encoded image bytes (PNG or JPEG) and the screen size they show."""

@@ -196,6 +196,7 @@ def splits(args: argparse.Namespace) -> tuple[list[Any], list[Any], list[tuple[s
 
 def evaluate(args: argparse.Namespace, checkpoint: Path, train: list[Any], val: list[Any],
              instances: list[tuple[str, int]]) -> dict[str, float]:  # fmt: skip
+    from agent.checkpoint import checkpoint_system_prompt
     from agent.geometry import ResizeSettings
     from agent.local_policy import LocalPolicy
     from agent.prompt import PromptSettings
@@ -204,7 +205,9 @@ def evaluate(args: argparse.Namespace, checkpoint: Path, train: list[Any], val: 
     from train.online import OnlineSettings, online_success
     from train.rollout import TransformersEngine
 
-    prompt = PromptSettings(resize=ResizeSettings(**resize(args)))
+    prompt = PromptSettings(
+        resize=ResizeSettings(**resize(args)), system_prompt=checkpoint_system_prompt(checkpoint)
+    )
     engine = TransformersEngine(PolicyModel(checkpoint, prompt=prompt), seed=0)
     result = sop(engine, val, prompt=prompt, max_new_tokens=args.max_new_tokens)
     seen = sop(engine, train, prompt=prompt, max_new_tokens=args.max_new_tokens)  # did it learn its data?

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agent.checkpoint import checkpoint_system_prompt
+from agent.prompt import PromptSettings
 from train.model import PolicyModel
 
 RUN_FILE = "run.json"
@@ -67,7 +69,8 @@ def merge_adapter(checkpoint: Path, out: Path) -> Path:
     base, adapter = model_and_adapter(checkpoint)
     if adapter is None:
         raise ValueError(f"{checkpoint} is a full checkpoint already")
-    policy = PolicyModel(base, adapter_dir=adapter)
+    prompt = PromptSettings(system_prompt=checkpoint_system_prompt(base, adapter))
+    policy = PolicyModel(base, adapter_dir=adapter, prompt=prompt)
     policy.save(out, merged=True)
     record = {**read_record(checkpoint), "kind": "full", "merged_from": str(checkpoint)}
     (out / RUN_FILE).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")

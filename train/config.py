@@ -86,6 +86,9 @@ class RLConfig(_Strict):
     learner: LearnerSettings = LearnerSettings()
     engine: EngineSettings = EngineSettings()
     resize: ResizeSettings = ResizeSettings()
+    # The system prompt: a built-in one by name ("ui-s1", "compact") or the text itself; None: the
+    # one the starting checkpoint was trained with (UI-S1's if it says none). Saved with every checkpoint.
+    system_prompt: str | None = None
     tasks_per_step: int = Field(32, gt=0)
     mini_batches: int = Field(4, gt=0)  # optimiser steps per training step
     epochs: int = Field(5, gt=0)
@@ -112,6 +115,7 @@ class SFTConfig(_Strict):
     optim: OptimSettings = OptimSettings(lr=1e-5)
     learner: LearnerSettings = LearnerSettings()
     resize: ResizeSettings = ResizeSettings()
+    system_prompt: str | None = None  # as RLConfig.system_prompt
     batch_size: int = Field(8, gt=0)  # expert steps per optimiser step
     epochs: int = Field(1, gt=0)
     max_steps: int | None = Field(None, gt=0)
@@ -129,6 +133,7 @@ class EvalConfig(_Strict):
     match: MatchSettings = MatchSettings()
     engine: EngineSettings = EngineSettings()
     resize: ResizeSettings = ResizeSettings()
+    system_prompt: str | None = None  # None: the checkpoint's own (as RLConfig.system_prompt)
     max_new_tokens: int = Field(512, gt=0)
     metrics: tuple[Literal["sop", "steps"], ...] = ("sop", "steps")
     device: str = "auto"

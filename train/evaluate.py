@@ -100,7 +100,12 @@ def run_eval(config: Any, *, engine: RolloutEngine | None = None) -> dict[str, A
     chosen = {"val": val, "train": train, "all": trajectories}[config.split]
     if not chosen:
         raise ValueError(f"the {config.split} split is empty (val_fraction={config.data.val_fraction})")
-    prompt = PromptSettings(resize=config.resize)
+    from train.runs import system_prompt_for
+
+    model_path = Path(config.adapter or config.model)
+    prompt = PromptSettings(
+        resize=config.resize, system_prompt=system_prompt_for(config.system_prompt, model_path)
+    )
     if engine is None:
         engine = _eval_engine(config, prompt, resolve_device(config.device))
     results: dict[str, Any] = {"model": str(config.model), "adapter": str(config.adapter) if config.adapter else None,

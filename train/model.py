@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.checkpoint import load_model, load_processor, vision_token_ids
+from agent.checkpoint import load_model, load_processor, vision_token_ids, write_system_prompt
 from agent.prompt import PromptSettings, Turn, to_chat_template_input
 
 END_OF_TURN = "<|im_end|>"
@@ -223,6 +223,7 @@ class PolicyModel:
     def save(self, out_dir: Path, *, merged: bool = False) -> None:
         """A Hugging Face checkpoint: the adapter alone (or merged into the base), or the full model."""
         out_dir.mkdir(parents=True, exist_ok=True)
+        write_system_prompt(out_dir, self.prompt.system_prompt)  # served with the prompt it learned
         model = self.model
         if self.has_adapter and merged:
             import copy

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent.checkpoint import checkpoint_system_prompt
 from agent.geometry import ResizeSettings
 from agent.jobs import Job, JobStatus, JobStore, LockHeld
 from agent.registry import Kind, ModelRegistry, ModelVersion, RegistryError
@@ -342,7 +343,7 @@ def evaluate_weights(config: RetrainConfig, curated: CuratedSet, out: Path, weig
         }
     if ev.online is not None:
         model, adapter = model_and_adapter(weights)
-        prompt = PromptSettings(resize=config.resize)
+        prompt = PromptSettings(resize=config.resize, system_prompt=checkpoint_system_prompt(model, adapter))
         policy = LocalPolicy(model, adapter_dir=adapter, prompt=prompt, device=resolve_device(ev.device))
         online = online_success(policy, ev.online, prompt=prompt, work_dir=out)
         (out / "online.json").write_text(json.dumps(online, indent=2), encoding="utf-8")

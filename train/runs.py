@@ -19,7 +19,8 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
-from agent.prompt import PromptSettings
+from agent.checkpoint import checkpoint_system_prompt
+from agent.prompt import PromptSettings, system_prompt_text
 from train.checkpoints import latest_checkpoint, model_and_adapter
 from train.config import LearnerSettings, RLConfig, SFTConfig
 from train.data import ExpertTrajectory, LoadReport, load, manifest, split
@@ -119,7 +120,9 @@ def open_run(config: RLConfig | SFTConfig) -> Run:
     elif world()[0] == 0:
         (run_dir / "config.json").write_text(config.model_dump_json(indent=2), encoding="utf-8")
         (run_dir / "manifest.json").write_text(json.dumps(data_manifest, indent=2), encoding="utf-8")
-    prompt = PromptSettings(resize=config.resize)
+    prompt = PromptSettings(
+        resize=config.resize, system_prompt=system_prompt_for(config.system_prompt, config.model)
+    )
     keep_reference = isinstance(config, RLConfig) and bool(config.loss.kl_beta)
     policy = load_policy(config.model, config.learner, prompt, previous, keep_reference=keep_reference)
     learner = make_learner(policy, config.optim, config.learner)
@@ -132,6 +135,14 @@ def open_run(config: RLConfig | SFTConfig) -> Run:
         run.step = int(state["step"])
         run.position = Position(**state["position"])
     return run
+
+
+def system_prompt_for(chosen: str | None, model: Path) -> str:
+    """The run's system prompt: the one the config chooses, else the starting checkpoint's own."""
+    if chosen:
+        return system_prompt_text(chosen)
+    base, adapter = model_and_adapter(model)
+    return checkpoint_system_prompt(base, adapter)
 
 
 def load_policy(

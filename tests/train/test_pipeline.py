@@ -230,3 +230,29 @@ def test_rl_from_an_adapter_measures_kl_to_that_adapter_also_after_a_resume(
     final = run / "checkpoints" / "step-000002"
     assert read_record(final)["reference"] == {"kind": "starting_adapter", "model": str(start)}
     assert not (final / "reference").exists()  # the frozen copy is never saved as part of the result
+
+
+def test_a_chosen_system_prompt_is_trained_with_saved_with_the_checkpoint_and_kept_by_later_runs(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from agent.checkpoint import PROMPT_FILE, checkpoint_system_prompt
+    from agent.prompt import COMPACT_SYSTEM_PROMPT, SYSTEM_PROMPT
+    from train.checkpoints import merge_adapter
+    from train.config import RLConfig, SFTConfig
+    from train.rl import train_rl
+    from train.runs import system_prompt_for
+    from train.sft import train_sft
+
+    assert system_prompt_for(None, tiny_model_dir) == SYSTEM_PROMPT  # a checkpoint that says nothing
+    common = {"data": SIM_DATA, "resize": RESIZE, "max_steps": 1, "save_every": 1}
+    sft = train_sft(SFTConfig.model_validate({"model": tiny_model_dir, "output_dir": tmp_path / "sft", "batch_size": 2,
+                                              "system_prompt": "compact", "learner": {"lora": {"rank": 4}},
+                                              **common}), progress=False)  # fmt: skip
+    start = sft / "checkpoints" / "step-000001"
+    assert (start / PROMPT_FILE).read_text() == COMPACT_SYSTEM_PROMPT
+    rl = train_rl(
+        RLConfig.model_validate(rl_body(start, output_dir=tmp_path / "rl", **common)), progress=False
+    )
+    assert checkpoint_system_prompt(rl / "checkpoints" / "step-000001") == COMPACT_SYSTEM_PROMPT  # kept
+    merged = merge_adapter(rl / "checkpoints" / "step-000001", tmp_path / "merged")
+    assert checkpoint_system_prompt(merged) == COMPACT_SYSTEM_PROMPT
