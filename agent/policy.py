@@ -25,7 +25,7 @@ class SamplingSettings(BaseModel):
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature (0: greedy)")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass")
     max_tokens: int = Field(512, gt=0, le=8192, description="Response token limit (UI-S1 needs at most 512)")
-    seed: int | None = Field(None, description="Sampling seed")
+    seed: int | None = Field(None, ge=-(2**63), lt=2**63, description="Sampling seed (a 64-bit integer)")
     logprobs: bool = Field(False, description="Ask for token log-probabilities")
 
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
@@ -27,12 +28,14 @@ from serve import metrics
 from serve.auth import KeyStore, sync_keys_file
 from serve.cluster import Cluster
 from serve.deps import AgentKey
+from serve.middleware import BodyLimit, KeyCheck
 from serve.routes import devices, jobs, models, predict, session, system, tasks, trajectories, viewer
 from serve.runner import RunnerSettings, TaskRunner
 from serve.scheduler import Scheduler
 from serve.settings import ServeSettings
 from serve.state import ServiceState
 from serve.swap import HotSwapController
+from serve.validation import validation_error
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +114,11 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
+        exception_handlers={RequestValidationError: validation_error},
     )
+    # Outermost last: the request count, CORS (preflights carry no key), the key, the body limit.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(KeyCheck)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
                            allow_headers=["*"])  # fmt: skip

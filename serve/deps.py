@@ -6,6 +6,10 @@ cookie with any request, including one forged by another site, so a request auth
 by the cookie may change state only when it also carries the ``X-UIS1-CSRF`` header: another site
 cannot add a custom header without a CORS preflight, which this service refuses unless
 ``UIS1_CORS_ORIGINS`` trusts that site.
+
+The key is checked before the route reads a byte of the body, by ``serve.middleware.KeyCheck``
+(FastAPI parses a body before it solves dependencies): every route but ``PUBLIC_ROUTES``. The
+dependencies below then only look at the key it found, for its scopes.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import APIKeyCookie, APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import compile_path
 
 from serve.auth import ApiKey, Scope
 from serve.state import ServiceState
@@ -23,6 +28,20 @@ from serve.state import ServiceState
 SESSION_COOKIE = "uis1_key"
 CSRF_HEADER = "X-UIS1-CSRF"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+# Routes that answer without a key: the probes, signing in (the key is in its body) and the viewer
+# pages, which answer a sign-in form of their own. (method, path template); HEAD counts as GET.
+PUBLIC_ROUTES = frozenset(
+    {
+        ("GET", "/healthz"),
+        ("GET", "/readyz"),
+        ("POST", "/v1/session"),
+        ("GET", "/viewer"),
+        ("GET", "/viewer/tasks/{task_id}"),
+    }
+)
+_PUBLIC = [(method, compile_path(path)[0]) for method, path in PUBLIC_ROUTES]
+_KEY_STATE = "api_key"  # where KeyCheck leaves the caller's key (request.state)
 
 _bearer = HTTPBearer(auto_error=False, description="An API key (uis1 keys create).")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False)
@@ -43,6 +62,20 @@ class Unauthorized(HTTPException):
         super().__init__(status.HTTP_401_UNAUTHORIZED, detail, headers={"WWW-Authenticate": "Bearer"})
 
 
+def is_public(method: str, path: str) -> bool:
+    method = "GET" if method == "HEAD" else method
+    return any(method == m and pattern.match(path) for m, pattern in _PUBLIC)
+
+
+async def authenticate(request: Request) -> ApiKey:
+    """The caller's key from the request's headers alone (the body is never touched); raises 401 or 403."""
+    key = await _authenticate(
+        request, get_state(request), await _bearer(request), await _header(request), await _cookie(request)
+    )
+    setattr(request.state, _KEY_STATE, key)
+    return key
+
+
 async def _authenticate(
     request: Request,
     state: ServiceState,
@@ -50,6 +83,7 @@ async def _authenticate(
     header: str | None,
     cookie: str | None,
 ) -> ApiKey:
+    """What a valid key is: the one definition, for the middleware and the dependencies."""
     token = bearer.credentials if bearer else header
     if not token and cookie:
         if request.method not in _SAFE_METHODS and request.headers.get(CSRF_HEADER) != "1":
@@ -72,7 +106,11 @@ def require(scope: Scope) -> Callable[..., Awaitable[ApiKey]]:
         header: Annotated[str | None, Depends(_header)],
         cookie: Annotated[str | None, Depends(_cookie)],
     ) -> ApiKey:
-        key = await _authenticate(request, state, bearer, header, cookie)
+        # KeyCheck found the key before the body was read; on a route it lets through without
+        # one, the key is checked here.
+        key = getattr(request.state, _KEY_STATE, None) or await _authenticate(
+            request, state, bearer, header, cookie
+        )
         if not key.allows(scope):
             raise HTTPException(status.HTTP_403_FORBIDDEN, f"this key lacks the {scope.value} scope")
         return key

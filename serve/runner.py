@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,22 +30,28 @@ from agent.policy import Policy, SamplingSettings
 from agent.prompt import PromptSettings
 from agent.registry import Kind, ModelRegistry, RegistryError
 from agent.store import EpisodeQuery, TrajectoryStore
-from agent.trajectory import Episode, EpisodeStatus, Step, utcnow
+from agent.trajectory import Episode, EpisodeStatus, ImageSize, Step, utcnow
 from devices.pool import DevicePool, NoDeviceAvailable
 from serve import metrics
 from serve.cluster import Cluster, device_key
 from serve.swap import HOLD_LOCK, LOADED
-from serve.takeover import Takeover
+from serve.takeover import Takeover, off_screen
 
 log = logging.getLogger(__name__)
+
+
+# A selector names a phone, not a document: a pool's labels are a handful of short tags.
+MAX_LABELS = 32
+LabelKey = Annotated[str, Field(min_length=1, max_length=64)]
+LabelValue = Annotated[str, Field(max_length=256)]
 
 
 class DeviceSelector(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    serial: str | None = None
-    model: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
+    serial: str | None = Field(None, max_length=256)
+    model: str | None = Field(None, max_length=256)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=MAX_LABELS)
 
 
 class TaskRequest(BaseModel):
@@ -68,6 +74,10 @@ class UnknownModel(LookupError):
 
 class NotRunning(LookupError):
     pass
+
+
+class OffScreen(ValueError):
+    """A takeover action that does not fit on the screen it would act on."""
 
 
 class QueueFull(Exception):
@@ -182,24 +192,31 @@ class TaskRunner:
         """Pin the task to a model version: the one it names (version or alias), else the default.
 
         Returns the request with the served name to ask the policy server for, and the version.
-        With an empty registry, names go to the policy server as they are.
+        """
+        served, version = self.resolve_model(request.model)
+        return request.model_copy(update={"model": served}), version
+
+    def resolve_model(self, name: str | None) -> tuple[str | None, str | None]:
+        """The served name to ask the policy server for and the registry version, for a name a client
+        sent (a version or an alias; None: the default). A name the registry does not know never
+        reaches the policy server: with an empty registry, only the policy's own model is known.
         """
         if self.registry is None:
-            return request, None
+            return name, None
         try:
-            version = self.registry.resolve(request.model)
+            version = self.registry.resolve(name)
         except RegistryError:
-            if not self.registry.versions():
-                return request, None
-            raise UnknownModel(f"no model version or alias {request.model!r}") from None
+            if name == self.policy.model_version and not self.registry.versions():
+                return name, None
+            raise UnknownModel(f"no model version or alias {name!r}") from None
         if version is None:
-            return request, None
+            return name, None
         if version.kind != Kind.ADAPTER and not version.endpoint:
             held = self.registry.aliases().get(LOADED + version.served_name)
             if held is not None and held != version.name:
                 raise UnknownModel(f"model version {version.name} is not being served: the engine serving "
                                    f"{version.served_name!r} holds {held}")  # fmt: skip
-        return request.model_copy(update={"model": version.served_name}), version.name
+        return version.served_name, version.name
 
     async def cancel(self, episode_id: str) -> Episode:
         """Cancel a queued task, or stop a running one before its next step (on any replica)."""
@@ -252,14 +269,31 @@ class TaskRunner:
             running.takeover.pause()
 
     async def take_over(self, episode_id: str, action: Action) -> None:
-        """Supply the paused episode's next action (device pixels); it goes on with it."""
+        """Supply the paused episode's next action (device pixels); it goes on with it.
+
+        Raises ``OffScreen`` for a point outside the screen, and ``NotRunning`` before there is a
+        screen to act on.
+        """
         if not await self.is_paused(episode_id):
             raise NotRunning("pause the running task first")
+        screen = await self._screen(episode_id)
+        if screen is None:
+            raise NotRunning("the task has not shown a screen yet")
+        if (problem := off_screen(action, screen)) is not None:
+            raise OffScreen(problem)
         if (running := self._running.get(episode_id)) is not None:
             await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=None)
             running.takeover.resume(action)
         else:
             await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=action.to_dict())
+
+    async def _screen(self, episode_id: str) -> ImageSize | None:
+        """The screen a takeover acts on: the one the held step shows, else the last one recorded."""
+        running = self._running.get(episode_id)
+        if running is not None and running.takeover.screen is not None:
+            return running.takeover.screen
+        episode = await asyncio.to_thread(self.store.get, episode_id)
+        return next((s.screenshot.size for s in reversed(episode.steps) if s.screenshot.size), None)
 
     async def resume(self, episode_id: str) -> None:
         """Let a paused episode go on with the policy's own action."""

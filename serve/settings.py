@@ -33,7 +33,21 @@ class ServeSettings(AgentSettings):
     cors_origins: list[str] = Field(
         default_factory=list, description="Allowed CORS origins (JSON list; empty: off)"
     )
-    max_upload_bytes: int = Field(20 * 1024 * 1024, gt=0, description="Largest request body (screenshots)")
+    max_body_bytes: int = Field(
+        32 * 1024 * 1024,
+        gt=0,
+        description="Largest request body, in bytes (sized for /v1/predict's screenshots); a larger one "
+        "gets 413 before it is parsed",
+    )
+    max_upload_bytes: int = Field(
+        20 * 1024 * 1024, gt=0, description="Largest screenshot of a /v1/predict request, in bytes"
+    )
+    max_predict_pixels: int = Field(
+        100_000_000,
+        gt=0,
+        description="Pixels the screenshots of one /v1/predict request may hold in all (20 of 1440x3200 "
+        "fit); more gets 413 before any is decoded",
+    )
     # Several replicas on one PostgreSQL database: each needs its own id (a restarted replica
     # keeps it, so its old device leases are dropped at once); every replica must name the adb
     # servers identically.

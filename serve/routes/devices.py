@@ -11,8 +11,9 @@ from devices.pool import PooledDevice
 from serve.cluster import device_key
 from serve.deps import AdminKey, AgentKey, StateDep
 from serve.schemas import ConnectRequest, DeviceResponse
+from serve.validation import StrictJsonRoute
 
-router = APIRouter(prefix="/v1/devices", tags=["devices"])
+router = APIRouter(prefix="/v1/devices", tags=["devices"], route_class=StrictJsonRoute)
 
 
 def _response(device: PooledDevice, holders: dict[str, str]) -> DeviceResponse:

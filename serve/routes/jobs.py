@@ -11,8 +11,9 @@ from pydantic import BaseModel
 
 from agent.jobs import Job, JobError
 from serve.deps import AdminKey, AgentKey, StateDep
+from serve.validation import StrictJsonRoute
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictJsonRoute)
 
 
 class JobResponse(BaseModel):

@@ -19,8 +19,9 @@ from agent.jobs import LockHeld
 from agent.registry import DEFAULT_ALIAS, ModelEvent, ModelVersion, RegistryError
 from serve.deps import AdminKey, AgentKey, StateDep
 from serve.swap import SwapError
+from serve.validation import StrictJsonRoute
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictJsonRoute)
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,255}$"
 

@@ -9,8 +9,9 @@ from fastapi import APIRouter, Header, HTTPException, Request, Response, status
 from pydantic import BaseModel, Field
 
 from serve.deps import CSRF_HEADER, SESSION_COOKIE, AgentKey, StateDep, Unauthorized
+from serve.validation import StrictJsonRoute
 
-router = APIRouter(prefix="/v1/session", tags=["session"])
+router = APIRouter(prefix="/v1/session", tags=["session"], route_class=StrictJsonRoute)
 
 SESSION_MAX_AGE_S = 12 * 3600
 

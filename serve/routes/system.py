@@ -13,8 +13,9 @@ from prometheus_client import generate_latest
 
 from serve import metrics
 from serve.deps import AgentKey, StateDep
+from serve.validation import StrictJsonRoute
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJsonRoute)
 PROMETHEUS_TEXT = "text/plain; version=0.0.4"
 
 

@@ -14,7 +14,7 @@ from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
 from agent.trajectory import Episode, EpisodeStatus
 from serve.deps import AgentKey, StateDep
-from serve.runner import NotRunning, QueueFull, TaskRequest, UnknownModel
+from serve.runner import NotRunning, OffScreen, QueueFull, TaskRequest, UnknownModel
 from serve.schemas import (
     FeedbackRequest,
     FeedbackResponse,
@@ -23,8 +23,9 @@ from serve.schemas import (
     TaskList,
     TaskResponse,
 )
+from serve.validation import StrictJsonRoute
 
-router = APIRouter(prefix="/v1/tasks", tags=["tasks"])
+router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=StrictJsonRoute)
 
 
 async def _episode(state: StateDep, task_id: str) -> Episode:
@@ -123,8 +124,10 @@ async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: A
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"bad action: {exc.detail}") from None
     try:
         await state.runner.take_over(task_id, action)
-    except NotRunning:
-        raise HTTPException(status.HTTP_409_CONFLICT, "pause the running task first") from None
+    except NotRunning as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    except OffScreen as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"bad action: {exc}") from None
     return await _task(state, await _episode(state, task_id))
 
 

@@ -15,8 +15,9 @@ from agent.store import EpisodeQuery
 from agent.trajectory import EpisodeStatus
 from serve.deps import AgentKey, StateDep
 from serve.schemas import StepResponse, TaskResponse, TrajectoryResponse
+from serve.validation import StrictJsonRoute
 
-router = APIRouter(prefix="/v1/trajectories", tags=["trajectories"])
+router = APIRouter(prefix="/v1/trajectories", tags=["trajectories"], route_class=StrictJsonRoute)
 
 
 @router.get("/export", response_class=StreamingResponse,

@@ -21,8 +21,9 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import HTMLResponse
 
 from serve.deps import OptionalKey
+from serve.validation import StrictJsonRoute
 
-router = APIRouter(prefix="/viewer", include_in_schema=False)
+router = APIRouter(prefix="/viewer", include_in_schema=False, route_class=StrictJsonRoute)
 
 TASK_ID = r"^[A-Za-z0-9_-]{1,64}$"
 

@@ -26,6 +26,7 @@ def wait_finished(client: httpx.Client, task_id: str, timeout: float = 60) -> di
 
 OPEN = {("GET", "/healthz"), ("GET", "/readyz")}
 SIGN_IN = ("POST", "/v1/session")  # takes the key in its body
+JSON = {"Content-Type": "application/json"}
 ADMIN = {("POST", "/v1/devices/connect"), ("POST", "/v1/devices/{serial}/release"), ("POST", "/v1/models"),
          ("POST", "/v1/models/promote"), ("POST", "/v1/models/rollback"), ("POST", "/v1/jobs")}  # fmt: skip
 
@@ -59,8 +60,12 @@ def test_every_route_but_health_needs_a_key_and_admin_routes_need_admin(make_ser
                 == 401
             )
             continue
-        assert anonymous.request(method, path).status_code == 401, (method, template)
-        assert wrong.request(method, path).status_code == 401, (method, template)
+        # The key is checked before the body is read: a body that is not JSON changes nothing.
+        assert anonymous.request(method, path, content=b"{", headers=JSON).status_code == 401, (
+            method,
+            template,
+        )
+        assert wrong.request(method, path, content=b"{", headers=JSON).status_code == 401, (method, template)
         if (method, template) in ADMIN:
             assert agent.request(method, path).status_code == 403, (method, template)
     assert anonymous.get("/openapi.json").status_code == 401

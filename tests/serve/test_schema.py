@@ -45,4 +45,6 @@ def test_no_generated_request_causes_a_server_error(make_service) -> None:  # ty
 def test_the_schema_itself_needs_a_key(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service()
     assert httpx.get(f"{service.url}/openapi.json").status_code == 401
-    assert httpx.get(f"{service.url}/docs").status_code == 404  # no open docs pages
+    # No docs pages: a path that is no route needs a key too, and with one it is not found.
+    assert httpx.get(f"{service.url}/docs").status_code == 401
+    assert service.client(service.agent).get("/docs").status_code == 404
