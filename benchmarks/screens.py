@@ -38,8 +38,14 @@ from devices.sim.tasks import TASKS, execute
 from devices.sim.ui import View
 
 # (task, steps of its expert to run first): a screen with a list each, from the benchmark's tasks.
-SCREENS = (("open_app_from_home", 1), ("wifi_on", 1), ("connect_to_network", 4), ("add_to_cart", 1),
-           ("star_two_files", 2), ("favorite_contact", 1))  # fmt: skip
+SCREENS = (
+    ("open_app_from_home", 1),
+    ("wifi_on", 1),
+    ("connect_to_network", 4),
+    ("add_to_cart", 1),
+    ("star_two_files", 2),
+    ("favorite_contact", 1),
+)
 
 
 def machine() -> str:
@@ -64,8 +70,9 @@ def ocr_words(image: Image.Image) -> set[str] | None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "screen.png"
         image.save(path)
-        out = subprocess.run(["tesseract", str(path), "stdout", "--psm", "11"], capture_output=True, text=True,
-                             check=False)  # fmt: skip
+        out = subprocess.run(
+            ["tesseract", str(path), "stdout", "--psm", "11"], capture_output=True, text=True, check=False
+        )
     return {w.lower() for w in re.findall(r"[A-Za-z0-9]{2,}", out.stdout)}
 
 
@@ -94,9 +101,16 @@ def measure(tokens: int, seed: int) -> tuple[list[dict[str, Any]], dict[str, lis
             images.append(part.image)
         sheets[name] = images
         resized = images[0].size
-        rows_out.append({"profile": name, "image_tokens": tokens, "resized": f"{resized[0]}x{resized[1]}",
-                         "row_text_px": round(sum(heights) / len(heights), 1),
-                         "ocr_labels_read": None if labels == 0 else round(read / labels, 3), "ocr_labels": labels})  # fmt: skip
+        rows_out.append(
+            {
+                "profile": name,
+                "image_tokens": tokens,
+                "resized": f"{resized[0]}x{resized[1]}",
+                "row_text_px": round(sum(heights) / len(heights), 1),
+                "ocr_labels_read": None if labels == 0 else round(read / labels, 3),
+                "ocr_labels": labels,
+            }
+        )
     return rows_out, sheets
 
 

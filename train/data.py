@@ -149,8 +149,14 @@ def screen_of(episode: Episode) -> Size:
     smallest standard screen that holds every point of its labels (boxes may reach past an edge)."""
     if episode.screen is not None:
         return Size(episode.screen.width, episode.screen.height)
-    points = [p for step in episode.steps for label in (step.expert, step.check_options) if label is not None
-              for p in (label.coordinate, label.coordinate2) if p is not None]  # fmt: skip
+    points = [
+        p
+        for step in episode.steps
+        for label in (step.expert, step.check_options)
+        if label is not None
+        for p in (label.coordinate, label.coordinate2)
+        if p is not None
+    ]
     width = max((x for x, _ in points), default=0)
     height = max((y for _, y in points), default=0)
     for screen in STANDARD_SCREENS:
@@ -181,16 +187,31 @@ def _from_episode(episode: Episode, source: str, images: Path, stand_ins: bool, 
         if path.is_file():
             data = path.read_bytes()
             size = step.screenshot.size
-            shot = ExpertStep(label, Size(size.width, size.height) if size else _png_size(data), step.check_options,
-                              step.thought, path=path, sha256=step.screenshot.sha256 or _sha(data),
-                              convention=convention)  # fmt: skip
+            shot = ExpertStep(
+                label,
+                Size(size.width, size.height) if size else _png_size(data),
+                step.check_options,
+                step.thought,
+                path=path,
+                sha256=step.screenshot.sha256 or _sha(data),
+                convention=convention,
+            )
         elif stand_in is not None:
             blank = _blank(stand_in)
-            shot = ExpertStep(label, stand_in, step.check_options, step.thought, png=blank, sha256=_sha(blank),
-                              convention=convention)  # fmt: skip
+            shot = ExpertStep(
+                label,
+                stand_in,
+                step.check_options,
+                step.thought,
+                png=blank,
+                sha256=_sha(blank),
+                convention=convention,
+            )
         else:
-            raise DataError(f"{source}: screenshot {step.screenshot.uri!r} of step {step.index} not found "
-                            f"(looked in {images}); set the source's images folder, or stand_ins: true")  # fmt: skip
+            raise DataError(
+                f"{source}: screenshot {step.screenshot.uri!r} of step {step.index} not found "
+                f"(looked in {images}); set the source's images folder, or stand_ins: true"
+            )
         steps.append(shot)
     return ExpertTrajectory(episode.goal, tuple(steps), source, swipe_convention=convention)
 
@@ -222,8 +243,11 @@ def load_store(src: StoreSource) -> list[ExpertTrajectory]:
                 continue  # unlabelled or failed traffic is never expert data
             # Recorded here (a device): finger motion; imported from a dataset: as the dataset said.
             convention = convention_of(episode, "finger" if episode.device is not None else "scroll")
-            out.append(_from_episode(episode, f"store:{episode.id}", src.screenshot_dir, False, convention, upto,
-                                     logged=True))  # fmt: skip
+            out.append(
+                _from_episode(
+                    episode, f"store:{episode.id}", src.screenshot_dir, False, convention, upto, logged=True
+                )
+            )
     finally:
         store.engine.dispose()
     return out
@@ -300,9 +324,12 @@ class LoadReport:
     swipe_contradictions: list[dict[str, Any]] = field(default_factory=list)  # source, step, directions
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rejected": len(self.rejected), "rejected_trajectories": self.rejected,
-                "swipe_contradictions": len(self.swipe_contradictions),
-                "swipe_contradiction_steps": self.swipe_contradictions}  # fmt: skip
+        return {
+            "rejected": len(self.rejected),
+            "rejected_trajectories": self.rejected,
+            "swipe_contradictions": len(self.swipe_contradictions),
+            "swipe_contradiction_steps": self.swipe_contradictions,
+        }
 
 
 def check(trajectory: ExpertTrajectory, report: LoadReport) -> bool:
@@ -313,18 +340,25 @@ def check(trajectory: ExpertTrajectory, report: LoadReport) -> bool:
         expected = step.expected()
         problem = label_problem(step.expert, step.size, expected.finger_direction())
         if problem is not None:
-            report.rejected.append({"source": trajectory.source, "goal": trajectory.goal, "step": index,
-                                    "reason": problem})  # fmt: skip
+            report.rejected.append(
+                {"source": trajectory.source, "goal": trajectory.goal, "step": index, "reason": problem}
+            )
             return False
         if contradicts(expected.label, step.convention):
-            report.swipe_contradictions.append({"source": trajectory.source, "step": index,
-                                                "stored": expected.finger_direction(),
-                                                "convention": step.convention})  # fmt: skip
+            report.swipe_contradictions.append(
+                {
+                    "source": trajectory.source,
+                    "step": index,
+                    "stored": expected.finger_direction(),
+                    "convention": step.convention,
+                }
+            )
     return True
 
 
-def load(sources: Iterable[InterchangeSource | StoreSource | SimSource], report: LoadReport | None = None
-         ) -> list[ExpertTrajectory]:  # fmt: skip
+def load(
+    sources: Iterable[InterchangeSource | StoreSource | SimSource], report: LoadReport | None = None
+) -> list[ExpertTrajectory]:
     """Every source's trajectories, each once, those with a label no policy could write left out."""
     report = report if report is not None else LoadReport()
     loaders: dict[str, Any] = {"interchange": load_interchange, "store": load_store, "sim": load_sim}
@@ -352,8 +386,12 @@ def split(trajectories: Sequence[ExpertTrajectory], val_fraction: float, seed: i
     return train, val
 
 
-def manifest(sources: Sequence[BaseModel], train: Sequence[ExpertTrajectory], val: Sequence[ExpertTrajectory],
-             report: LoadReport | None = None) -> dict[str, Any]:  # fmt: skip
+def manifest(
+    sources: Sequence[BaseModel],
+    train: Sequence[ExpertTrajectory],
+    val: Sequence[ExpertTrajectory],
+    report: LoadReport | None = None,
+) -> dict[str, Any]:
     def entries(items: Sequence[ExpertTrajectory]) -> list[dict[str, Any]]:
         return [{"id": t.id, "source": t.source, "steps": len(t.steps)} for t in items]
 

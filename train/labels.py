@@ -113,8 +113,12 @@ def _scaled(point: Sequence[float], original: Size, resized: Size) -> list[int]:
 def _standard_swipe(direction: str, size: Size) -> tuple[list[int], list[int]]:
     """A half-screen swipe through the centre (labels that store only a direction)."""
     cx, cy, dx, dy = size.width // 2, size.height // 2, size.width // 4, size.height // 4
-    ends = {"up": ((cx, cy + dy), (cx, cy - dy)), "down": ((cx, cy - dy), (cx, cy + dy)),
-            "left": ((cx + dx, cy), (cx - dx, cy)), "right": ((cx - dx, cy), (cx + dx, cy))}[direction]  # fmt: skip
+    ends = {
+        "up": ((cx, cy + dy), (cx, cy - dy)),
+        "down": ((cx, cy - dy), (cx, cy + dy)),
+        "left": ((cx + dx, cy), (cx - dx, cy)),
+        "right": ((cx - dx, cy), (cx + dx, cy)),
+    }[direction]
     return [*ends[0]], [*ends[1]]
 
 

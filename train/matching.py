@@ -73,8 +73,13 @@ class Expected:
     convention: SwipeConvention = "scroll"  # what a stored swipe ``direction`` means (train.labels)
 
     @classmethod
-    def of(cls, expert: ActionLabel, size: Size, check_options: ActionLabel | None = None,
-           convention: SwipeConvention = "scroll") -> Expected:  # fmt: skip
+    def of(
+        cls,
+        expert: ActionLabel,
+        size: Size,
+        check_options: ActionLabel | None = None,
+        convention: SwipeConvention = "scroll",
+    ) -> Expected:
         """Merge a step's ``check_options`` (candidate boxes, swipe direction) into its label."""
         if check_options is None:
             return cls(expert, size, convention)
@@ -119,14 +124,11 @@ ROUNDING = 1e-9
 
 
 def _inside(point: tuple[float, float], box: tuple[float, float, float, float], enlarge: float) -> bool:
+    # Grown about its centre by the same amount on each side: at enlarge 1, exactly the listed edges.
     x1, y1, x2, y2 = box
-    if enlarge == 1.0:  # the box as listed: compare with its edges, not a centre +/- half size
-        return (min(x1, x2) - ROUNDING <= point[0] <= max(x1, x2) + ROUNDING
-                and min(y1, y2) - ROUNDING <= point[1] <= max(y1, y2) + ROUNDING)  # fmt: skip
-    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
-    half_w, half_h = abs(x2 - x1) * enlarge / 2, abs(y2 - y1) * enlarge / 2
-    return (cx - half_w - ROUNDING <= point[0] <= cx + half_w + ROUNDING
-            and cy - half_h - ROUNDING <= point[1] <= cy + half_h + ROUNDING)  # fmt: skip
+    grow_x, grow_y = abs(x2 - x1) * (enlarge - 1) / 2, abs(y2 - y1) * (enlarge - 1) / 2
+    inside_x = min(x1, x2) - grow_x - ROUNDING <= point[0] <= max(x1, x2) + grow_x + ROUNDING
+    return inside_x and min(y1, y2) - grow_y - ROUNDING <= point[1] <= max(y1, y2) + grow_y + ROUNDING
 
 
 def _area(box: tuple[float, float, float, float]) -> float:

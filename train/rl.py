@@ -181,9 +181,12 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
             if run.is_main:
                 tracker.log(run.step, metrics)
                 if not metrics["groups"]:
-                    log.warning("step %d: dynamic sampling dropped all %d groups drawn (their rollouts did equally "
-                                "well), so nothing was learned; lower dynamic_sampling.eta or raise rollout.n",
-                                run.step, metrics["groups_dropped"])  # fmt: skip
+                    log.warning(
+                        "step %d: dynamic sampling dropped all %d groups drawn (their rollouts did equally "
+                        "well), so nothing was learned; lower dynamic_sampling.eta or raise rollout.n",
+                        run.step,
+                        metrics["groups_dropped"],
+                    )
                 if run.step == 1 and metrics["format_rate"] == 0 and config.rollout.reward == "paper":
                     log.warning("no sampled response had a non-empty think block: the paper-form reward gives "
                                 "every sample 0, so nothing is learned; train SFT with thoughts or set "
@@ -203,10 +206,14 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
 def progress_fields(metrics: dict[str, Any]) -> dict[str, str]:
     """The progress line: enough to see a run with no signal (groups all dropped, nothing clipped,
     advantages near zero) at a glance."""
-    return {"reward": f"{metrics['reward']:.3f}", "match": f"{metrics['match_rate']:.2f}",
-            "kept": f"{metrics['groups']}/{metrics['groups'] + metrics['groups_dropped']}",
-            "|A|": f"{metrics['abs_advantage']:.3f}", "clip": f"{metrics['clip_fraction']:.3f}",
-            "kl": f"{metrics['kl']:.2e}"}  # fmt: skip
+    return {
+        "reward": f"{metrics['reward']:.3f}",
+        "match": f"{metrics['match_rate']:.2f}",
+        "kept": f"{metrics['groups']}/{metrics['groups'] + metrics['groups_dropped']}",
+        "|A|": f"{metrics['abs_advantage']:.3f}",
+        "clip": f"{metrics['clip_fraction']:.3f}",
+        "kl": f"{metrics['kl']:.2e}",
+    }
 
 
 def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engine: RolloutEngine,

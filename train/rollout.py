@@ -199,8 +199,12 @@ class SemiOnlineRollout:
         try:
             patch = self._patch(rollout, t, turns, image, sampling)
         except ActionError as exc:  # loading leaves such labels out; a trajectory built by hand may not
-            log.warning("%s, step %d: the expert label cannot be patched in (%s); the rollout ends here",
-                        rollout.trajectory.source, t, exc)  # fmt: skip
+            log.warning(
+                "%s, step %d: the expert label cannot be patched in (%s); the rollout ends here",
+                rollout.trajectory.source,
+                t,
+                exc,
+            )
             rollout.alive = False
             return
         rollout.history.append(patch)

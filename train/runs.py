@@ -84,13 +84,22 @@ class Run:
 def warn_about(report: LoadReport, where: Path) -> None:
     if report.rejected:
         first = report.rejected[0]
-        log.warning("%d trajectories left out: a label no policy could write (first: %s, step %d: %s); "
-                    "all are listed in %s", len(report.rejected), first["source"], first["step"], first["reason"],
-                    where)  # fmt: skip
+        log.warning(
+            "%d trajectories left out: a label no policy could write (first: %s, step %d: %s); "
+            "all are listed in %s",
+            len(report.rejected),
+            first["source"],
+            first["step"],
+            first["reason"],
+            where,
+        )
     if report.swipe_contradictions:
-        log.warning("%d swipe steps store a direction that contradicts their coordinates (the direction is "
-                    "used); is the source's swipe_convention right? Listed in %s",
-                    len(report.swipe_contradictions), where)  # fmt: skip
+        log.warning(
+            "%d swipe steps store a direction that contradicts their coordinates (the direction is "
+            "used); is the source's swipe_convention right? Listed in %s",
+            len(report.swipe_contradictions),
+            where,
+        )
 
 
 def _seed_everything(seed: int) -> None:

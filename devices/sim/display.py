@@ -27,8 +27,20 @@ T = TypeVar("T")
 PHYSICAL_DENSITY = 420  # dpi of the simulated 1080x2400 Pixel-class screen (what `wm density` reports)
 
 # Tile colours for list marks: far apart in hue and in lightness, white glyphs legible on each.
-MARK_COLOURS = ("#d93025", "#1a73e8", "#188038", "#e37400", "#9334e6", "#007b83", "#b31412", "#3c4043",
-                "#c5221f", "#174ea6", "#0d652d", "#a142f4")  # fmt: skip
+MARK_COLOURS = (
+    "#d93025",
+    "#1a73e8",
+    "#188038",
+    "#e37400",
+    "#9334e6",
+    "#007b83",
+    "#b31412",
+    "#3c4043",
+    "#c5221f",
+    "#174ea6",
+    "#0d652d",
+    "#a142f4",
+)
 
 
 @dataclass(frozen=True)
@@ -41,8 +53,7 @@ class DisplayProfile:
 
 
 STANDARD = DisplayProfile("standard")
-LEARNABLE = DisplayProfile("learnable", density=672, max_rows=5, item_marks=True,
-                           shuffle_lists=True)  # fmt: skip
+LEARNABLE = DisplayProfile("learnable", density=672, max_rows=5, item_marks=True, shuffle_lists=True)
 PROFILES = {p.name: p for p in (STANDARD, LEARNABLE)}
 
 

@@ -50,9 +50,12 @@ class SimFleet:
         display: DisplayProfile = STANDARD,
     ) -> SimDevice:
         phone = SimPhone(
-            name or f"sim-{len(self.devices) + 1}", width=width, height=height, unicode_ime=unicode_ime,
+            name or f"sim-{len(self.devices) + 1}",
+            width=width,
+            height=height,
+            unicode_ime=unicode_ime,
             display=display,
-        )  # fmt: skip
+        )
         adbd = self._start_adbd(phone)
         u2 = U2Server(phone)
         adbd.tcp_handlers[u2.PORT] = u2

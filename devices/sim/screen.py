@@ -122,8 +122,14 @@ class Screen:
         if tile and mark is not None:
             left, cy = self.px(40), top + h // 2
             initial = (text or desc).lstrip("★ ")[:1].upper()
-            view.add(View("icon", (left, cy - tile // 2, left + tile, cy + tile // 2), glyph=initial,
-                          fill=mark_colour(mark)))  # fmt: skip
+            view.add(
+                View(
+                    "icon",
+                    (left, cy - tile // 2, left + tile, cy + tile // 2),
+                    glyph=initial,
+                    fill=mark_colour(mark),
+                )
+            )
         (parent or self.root).add(view)
         if y is None:
             self.y += self.px(height)

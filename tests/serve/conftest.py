@@ -73,6 +73,14 @@ class Service:
         self.thread.join(60)
 
 
+def wait_for_steps(client: httpx.Client, task_id: str, count: int, timeout: float = 30) -> None:
+    """Until the task has recorded ``count`` steps (or ``timeout`` seconds pass: the test's own
+    assertions then say what is missing)."""
+    deadline = time.monotonic() + timeout
+    while client.get(f"/v1/tasks/{task_id}").json()["steps"] < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

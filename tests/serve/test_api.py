@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from tests.serve.conftest import ScriptedPolicy
+from tests.serve.conftest import ScriptedPolicy, wait_for_steps
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -144,9 +144,7 @@ def test_cancel_stops_a_running_task_within_a_step(make_service) -> None:  # typ
     service = make_service(ScriptedPolicy(steps=1000, delay_s=0.2))
     client = service.client(service.agent)
     task_id = client.post("/v1/tasks", json={"goal": "long", "max_steps": 200}).json()["id"]
-    deadline = time.monotonic() + 30
-    while client.get(f"/v1/tasks/{task_id}").json()["steps"] < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_steps(client, task_id, 2)
     before = client.get(f"/v1/tasks/{task_id}").json()["steps"]
     cancelled = client.post(f"/v1/tasks/{task_id}/cancel").json()
     assert cancelled["status"] == "cancelled"
@@ -160,9 +158,7 @@ def test_a_restart_mid_run_keeps_recorded_steps_and_marks_the_episode_interrupte
     queued = client.post(
         "/v1/tasks", json={"goal": "later #steps=2", "device": {"serial": "127.0.0.1:1"}}
     ).json()["id"]
-    deadline = time.monotonic() + 30
-    while client.get(f"/v1/tasks/{running}").json()["steps"] < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_steps(client, running, 2)
     service.stop()
     restarted = make_service(ScriptedPolicy(steps=2))
     client = restarted.client(restarted.agent)
@@ -208,9 +204,7 @@ def test_takeover_records_the_supplied_step_as_expert(make_service) -> None:  # 
     service = make_service(ScriptedPolicy(steps=1000, delay_s=0.1))
     client = service.client(service.agent)
     task_id = client.post("/v1/tasks", json={"goal": "needs a hand", "max_steps": 200}).json()["id"]
-    deadline = time.monotonic() + 30
-    while client.get(f"/v1/tasks/{task_id}").json()["steps"] < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_steps(client, task_id, 1)
     assert (
         client.post(
             f"/v1/tasks/{task_id}/takeover", json={"action": {"action": "click", "coordinate": [5, 5]}}

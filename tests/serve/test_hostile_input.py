@@ -18,7 +18,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from tests.serve.conftest import ScriptedPolicy, Service
+from tests.serve.conftest import ScriptedPolicy, Service, wait_for_steps
 from tests.serve.test_api import wait_finished
 
 pytestmark = pytest.mark.timeout(240)
@@ -331,9 +331,7 @@ def test_takeover_points_must_lie_on_the_screen(make_service) -> None:  # type: 
     service = make_service(ScriptedPolicy(steps=1000, delay_s=0.1))
     client = service.client(service.agent)
     task_id = client.post("/v1/tasks", json={"goal": "needs a hand", "max_steps": 200}).json()["id"]
-    deadline = time.monotonic() + 30
-    while client.get(f"/v1/tasks/{task_id}").json()["steps"] < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_steps(client, task_id, 1)
     assert client.post(f"/v1/tasks/{task_id}/pause").status_code == 200
     serial = client.get(f"/v1/tasks/{task_id}").json()["device"]
     width, height = Image.open(io.BytesIO(client.get(f"/v1/devices/{serial}/screenshot").content)).size

@@ -94,8 +94,14 @@ def test_a_corrected_failure_is_kept_up_to_its_last_human_step(tmp_path: Path) -
 def test_a_failure_with_several_corrections_is_kept_up_to_the_last_of_them(tmp_path: Path) -> None:
     settings = CurationSettings(holdout_fraction=0.0)
     (goal,) = goals_on_side(False, 1, settings)
-    steps = [step(0, TAP), step(1, BACK, source=StepSource.HUMAN), step(2, TAP),
-             step(3, TYPE, source=StepSource.HUMAN), step(4, TAP), step(5, DONE)]  # fmt: skip
+    steps = [
+        step(0, TAP),
+        step(1, BACK, source=StepSource.HUMAN),
+        step(2, TAP),
+        step(3, TYPE, source=StepSource.HUMAN),
+        step(4, TAP),
+        step(5, DONE),
+    ]
     curated = curate([episode(goal, steps, False, "client")], tmp_path / "set", settings)
     (kept,) = curated.train
     assert [s.expert.to_dict() for s in kept.steps] == [TAP, BACK, TAP, TYPE]  # type: ignore[union-attr]

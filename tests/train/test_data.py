@@ -177,8 +177,13 @@ def test_stand_in_frames_take_each_episodes_own_screen(tmp_path: Path) -> None:
         {"goal": "none", "steps": [_step({"action": "system_button", "button": "Back"})]},
     )
     sizes = {t.goal: {s.size for s in t.steps} for t in load([InterchangeSource(path=path, stand_ins=True)])}
-    assert sizes == {"said": {Size(720, 1600)}, "small": {Size(1080, 2400)}, "wide": {Size(1440, 3120)},
-                     "tall": {Size(1440, 3200)}, "none": {Size(1080, 2400)}}  # fmt: skip
+    assert sizes == {
+        "said": {Size(720, 1600)},
+        "small": {Size(1080, 2400)},
+        "wide": {Size(1440, 3120)},
+        "tall": {Size(1440, 3200)},
+        "none": {Size(1080, 2400)},
+    }
     loaded = load([InterchangeSource(path=path, stand_ins=True)])
     assert loaded[2].steps[1].screenshot().open().size == (1440, 3120)
 
@@ -195,8 +200,10 @@ def test_every_expert_step_of_the_sop_file_read_without_images_patches_in_as_a_m
     from train.rollout import step_action
 
     report = LoadReport()
-    loaded = load([InterchangeSource(path=interchange_dir / "android_control_evaluation_std.jsonl", stand_ins=True)],
-                  report)  # fmt: skip
+    loaded = load(
+        [InterchangeSource(path=interchange_dir / "android_control_evaluation_std.jsonl", stand_ins=True)],
+        report,
+    )
     assert len(loaded) == 1540  # 3 of its 1,543 lines repeat another line's trajectory
     assert report.rejected == []
     assert report.swipe_contradictions == []

@@ -65,12 +65,14 @@ def test_sop_progress_and_success_on_hand_made_trajectories() -> None:
     last_missed = trajectory("Start a timer", 3)  # s = 2 of 3
     first_missed = trajectory("Open the stopwatch", 2)  # s = 0 of 2
     short_whole = trajectory("Check the world clock", 2)  # s = 2 of 2
-    engine = PlannedEngine({
-        whole.goal: (whole, [True, True, True]),
-        last_missed.goal: (last_missed, [True, True, False]),
-        first_missed.goal: (first_missed, [False, True]),
-        short_whole.goal: (short_whole, [True, True]),
-    })  # fmt: skip
+    engine = PlannedEngine(
+        {
+            whole.goal: (whole, [True, True, True]),
+            last_missed.goal: (last_missed, [True, True, False]),
+            first_missed.goal: (first_missed, [False, True]),
+            short_whole.goal: (short_whole, [True, True]),
+        }
+    )
     result = sop(engine, [whole, last_missed, first_missed, short_whole], prompt=PROMPT)
     assert [(r["matched"], r["steps"]) for r in result["per_trajectory"]] == [(3, 3), (2, 3), (0, 2), (2, 2)]
     # PG is the mean of the ratios (1 + 2/3 + 0 + 1) / 4, not matched / expert steps pooled (7/10).

@@ -96,8 +96,11 @@ def test_swipes_match_by_the_finger_direction(predicted, target, want) -> None: 
     assert outcome(predicted, target) == want
 
 
-ICON_IN_GRID = {"action": "open", "text": "Maps",
-                "candidate_bbox": [[0, 0, 1000, 2000], [100, 180, 140, 220], [0, 100, 1000, 400]]}  # fmt: skip
+ICON_IN_GRID = {
+    "action": "open",
+    "text": "Maps",
+    "candidate_bbox": [[0, 0, 1000, 2000], [100, 180, 140, 220], [0, 100, 1000, 400]],
+}
 
 
 @pytest.mark.parametrize(
@@ -234,8 +237,16 @@ def test_the_target_box_holds_the_expert_point_even_on_its_edge() -> None:
     """Found by an independent reference: a point exactly on its element's edge was judged outside
     (centre +/- half size in floats), and the enclosing container became the target."""
     same = Size(1000, 1000)
-    target = Expected(ActionLabel.model_validate({"action": "click", "coordinate": [590, 110],
-                      "candidate_bbox": [[0, 0, 1000, 1000], [490, 110, 600, 220]]}), same)  # fmt: skip
+    target = Expected(
+        ActionLabel.model_validate(
+            {
+                "action": "click",
+                "coordinate": [590, 110],
+                "candidate_bbox": [[0, 0, 1000, 1000], [490, 110, 600, 220]],
+            }
+        ),
+        same,
+    )
     far = match(action_from_dict({"action": "click", "coordinate": [50, 950]}), same, target)
     assert (far.type_match, far.full_match) == (True, False)
     on = match(action_from_dict({"action": "click", "coordinate": [595, 200]}), same, target)
@@ -252,8 +263,12 @@ def test_a_listed_box_that_does_not_hold_the_expert_point_is_not_the_target() ->
 
 
 def test_an_open_labels_own_bbox_is_the_icon_even_beside_one_listed_box() -> None:
-    target = expected({"action": "open", "text": "Maps", "candidate_bbox": [[500, 500, 600, 600]]},
-                      action="open", text="Maps", bbox=[100, 100, 200, 200])  # fmt: skip
+    target = expected(
+        {"action": "open", "text": "Maps", "candidate_bbox": [[500, 500, 600, 600]]},
+        action="open",
+        text="Maps",
+        bbox=[100, 100, 200, 200],
+    )
     assert outcome({"action": "click", "coordinate": [75, 75]}, target) == (True, True)
     assert outcome({"action": "click", "coordinate": [275, 275]}, target) == (False, False)
 

@@ -65,9 +65,22 @@ def test_sft_then_semi_online_rl_then_sop_from_the_command_line(sft_run: Path, s
     run = tmp_path / "run"
     steps = metrics(run)
     assert [m["step"] for m in steps] == [1, 2, 3]
-    for key in ("reward", "match_rate", "patch_rate", "kl", "clip_fraction", "entropy", "tokens_per_s",
-                "rollout_s", "old_logprob_s", "ref_logprob_s", "update_s", "groups", "groups_dropped",
-                "abs_advantage"):  # fmt: skip
+    for key in (
+        "reward",
+        "match_rate",
+        "patch_rate",
+        "kl",
+        "clip_fraction",
+        "entropy",
+        "tokens_per_s",
+        "rollout_s",
+        "old_logprob_s",
+        "ref_logprob_s",
+        "update_s",
+        "groups",
+        "groups_dropped",
+        "abs_advantage",
+    ):
         assert key in steps[0], key
     # The progress line shows whether the step had any signal: groups kept of drawn, |A|, clipping, KL.
     last = steps[-1]
@@ -245,9 +258,19 @@ def test_a_chosen_system_prompt_is_trained_with_saved_with_the_checkpoint_and_ke
 
     assert system_prompt_for(None, tiny_model_dir) == SYSTEM_PROMPT  # a checkpoint that says nothing
     common = {"data": SIM_DATA, "resize": RESIZE, "max_steps": 1, "save_every": 1}
-    sft = train_sft(SFTConfig.model_validate({"model": tiny_model_dir, "output_dir": tmp_path / "sft", "batch_size": 2,
-                                              "system_prompt": "compact", "learner": {"lora": {"rank": 4}},
-                                              **common}), progress=False)  # fmt: skip
+    sft = train_sft(
+        SFTConfig.model_validate(
+            {
+                "model": tiny_model_dir,
+                "output_dir": tmp_path / "sft",
+                "batch_size": 2,
+                "system_prompt": "compact",
+                "learner": {"lora": {"rank": 4}},
+                **common,
+            }
+        ),
+        progress=False,
+    )
     start = sft / "checkpoints" / "step-000001"
     assert (start / PROMPT_FILE).read_text() == COMPACT_SYSTEM_PROMPT
     rl = train_rl(

@@ -40,9 +40,11 @@ RIGHT_TYPE = said(ActionLabel(action="terminate", status="failure"), "I give up"
 #   R2: wrong type (patched), wrong type (ends)             0.1, 0.1   total 0.2
 #   R3: match, match, right type only (patched)             1, 1, 0.5  total 2.5
 #   R4: as R1                                                           total 2.1
-PLAN = {0: [WRONG_TYPE, WRONG_TYPE, MATCH[0], WRONG_TYPE],
-        1: [MATCH[1], WRONG_TYPE, MATCH[1], MATCH[1]],  # R1, R2, R4 share the patched history; then R3
-        2: [MATCH[2], MATCH[2], RIGHT_TYPE]}  # R1 and R4, then R3  # fmt: skip
+PLAN = {
+    0: [WRONG_TYPE, WRONG_TYPE, MATCH[0], WRONG_TYPE],
+    1: [MATCH[1], WRONG_TYPE, MATCH[1], MATCH[1]],  # R1, R2, R4 share the patched history; then R3
+    2: [MATCH[2], MATCH[2], RIGHT_TYPE],
+}  # R1 and R4, then R3
 # By hand (z-scores with the sample std): totals 2.1, 0.2, 2.5, 2.1 give A^E = +0.36267, -1.47485,
 # +0.74951, +0.36267. Returns over the matching segment (γ = 0.5; a mismatch closes it):
 # R1 0.1, 1.5, 1; R2 0.1, 0.1; R3 1.625, 1.25, 0.5. A^S over the rollouts alive at each step:
@@ -66,12 +68,22 @@ def test_an_rl_step_raises_matched_samples_and_lowers_mismatched_ones(tiny_model
     settings = RolloutSettings(n=4, patch=PatchSettings(threshold=1))
     rollouts = SemiOnlineRollout(engine, settings, prompt=PROMPT).run(TRAJECTORY)
     assert [[s.matched for s in r.steps] for r in rollouts] == MATCHED
-    assert [[s.reward.reward for s in r.steps] for r in rollouts] == [[0.1, 1, 1], [0.1, 0.1], [1, 1, 0.5],
-                                                                      [0.1, 1, 1]]  # fmt: skip
+    assert [[s.reward.reward for s in r.steps] for r in rollouts] == [
+        [0.1, 1, 1],
+        [0.1, 0.1],
+        [1, 1, 0.5],
+        [0.1, 1, 1],
+    ]
 
     policy = PolicyModel(tiny_model_dir, prompt=PROMPT)
-    config = RLConfig.model_validate({"model": tiny_model_dir, "output_dir": "unused", "data": {"sources": [
-        {"kind": "sim"}]}, "rollout": settings.model_dump()})  # fmt: skip
+    config = RLConfig.model_validate(
+        {
+            "model": tiny_model_dir,
+            "output_dir": "unused",
+            "data": {"sources": [{"kind": "sim"}]},
+            "rollout": settings.model_dump(),
+        }
+    )
     items = _items(config, SimpleNamespace(policy=policy), [(TRAJECTORY, rollouts)])  # type: ignore[arg-type]
     assert [i.advantage for i in items] == pytest.approx([a for row in EXPECTED for a in row], abs=1e-4)
     # Matched samples are pushed up and mismatched ones down: the sign of every advantage.

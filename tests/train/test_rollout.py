@@ -183,13 +183,15 @@ def test_a_statusless_terminate_is_patched_in_and_an_unwritable_label_ends_the_r
     still not kill a training step. A terminate without a status is an ordinary terminate."""
     labels = [ActionLabel(action="terminate"), ActionLabel(action="open", text=""), LABELS[0]]
     trajectory = ExpertTrajectory(
-        "Odd labels", tuple(ExpertStep(label, SCREEN, png=png(i), sha256=f"odd{i}") for i, label in enumerate(labels)),
+        "Odd labels",
+        tuple(ExpertStep(label, SCREEN, png=png(i), sha256=f"odd{i}") for i, label in enumerate(labels)),
         "test",
-    )  # fmt: skip
+    )
     engine = ScriptEngine({0: [WRONG], 1: [WRONG]})
     settings = RolloutSettings(n=1, patch=PatchSettings(threshold=-1))
     (rollout,) = SemiOnlineRollout(engine, settings, prompt=PROMPT).run(trajectory)
-    assert rollout.history == [format_response(expert_action(ActionLabel(action="terminate", status="success"),
-                                                             SCREEN, RESIZED))]  # fmt: skip
+    assert rollout.history == [
+        format_response(expert_action(ActionLabel(action="terminate", status="success"), SCREEN, RESIZED))
+    ]
     assert [s.step for s in rollout.steps] == [0, 1]  # step 1's sample is kept, with its reward
     assert not rollout.alive

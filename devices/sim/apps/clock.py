@@ -46,9 +46,17 @@ class Clock(App):
         def item(i: int, y: int, parent: View) -> None:
             alarm = alarms[i]
             text = f"{alarm.time}  {alarm.label}".strip()
-            screen.row(text, switch=alarm.enabled, on_tap=lambda: self._toggle(alarm),
-                       on_long_press=lambda: self._confirm_delete(alarm), parent=parent, y=y, rid="alarm",
-                       desc=alarm.time, mark=i)  # fmt: skip
+            screen.row(
+                text,
+                switch=alarm.enabled,
+                on_tap=lambda: self._toggle(alarm),
+                on_long_press=lambda: self._confirm_delete(alarm),
+                parent=parent,
+                y=y,
+                rid="alarm",
+                desc=alarm.time,
+                mark=i,
+            )
 
         screen.scroll_list("alarms", len(alarms), item)
         screen.fab("+", "Add alarm", self._new)

@@ -34,8 +34,13 @@ class Files(App):
     def page_main(self, screen: Screen) -> None:
         screen.title("Files")
         for mark, (name, files) in self.phone.arrange(list(self.folders.items()), "folders"):
-            screen.row(f"{name}   ({len(files)} items)", on_tap=partial(self._open, name), rid="folder", desc=name,
-                       mark=mark)  # fmt: skip
+            screen.row(
+                f"{name}   ({len(files)} items)",
+                on_tap=partial(self._open, name),
+                rid="folder",
+                desc=name,
+                mark=mark,
+            )
 
     def page_folder(self, screen: Screen) -> None:
         screen.title(self.folder, back=self.up)
@@ -44,8 +49,16 @@ class Files(App):
         def item(i: int, y: int, parent: View) -> None:
             mark, name = files[i]
             star = "★ " if self.show_stars and (self.folder, name) in self.starred else ""
-            screen.row(star + name, on_long_press=lambda: self._options(name), on_tap=lambda: None,
-                       parent=parent, y=y, rid="file_name", desc=name, mark=mark)  # fmt: skip
+            screen.row(
+                star + name,
+                on_long_press=lambda: self._options(name),
+                on_tap=lambda: None,
+                parent=parent,
+                y=y,
+                rid="file_name",
+                desc=name,
+                mark=mark,
+            )
 
         screen.scroll_list("folder:" + self.folder, len(files), item)
 

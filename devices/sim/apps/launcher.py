@@ -47,7 +47,14 @@ class Launcher(App):
 
         def item(i: int, y: int, parent: View) -> None:
             mark, app = apps[i]
-            screen.row(app.label, on_tap=lambda: self.phone.start(app.package), parent=parent, y=y,
-                       rid="app_name", desc=app.package, mark=mark)  # fmt: skip
+            screen.row(
+                app.label,
+                on_tap=lambda: self.phone.start(app.package),
+                parent=parent,
+                y=y,
+                rid="app_name",
+                desc=app.package,
+                mark=mark,
+            )
 
         screen.scroll_list("apps", len(apps), item)

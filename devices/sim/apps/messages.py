@@ -64,8 +64,15 @@ class Messages(App):
         def item(i: int, y: int, parent: View) -> None:
             mark, name = threads[i]
             last = self.threads[name][-1].text if self.threads[name] else "No messages yet"
-            screen.row(f"{name}: {last}", on_tap=lambda: self.open_thread(name), parent=parent, y=y,
-                       rid="conversation", desc=name, mark=mark)  # fmt: skip
+            screen.row(
+                f"{name}: {last}",
+                on_tap=lambda: self.open_thread(name),
+                parent=parent,
+                y=y,
+                rid="conversation",
+                desc=name,
+                mark=mark,
+            )
 
         screen.scroll_list("threads", len(threads), item)
         screen.fab("+", "Start chat", self._new_chat)
@@ -100,8 +107,14 @@ class Messages(App):
         people = [c.name for c in contacts.sorted_contacts() if query in c.name.lower()]  # type: ignore[attr-defined]
 
         def item(i: int, y: int, parent: View) -> None:
-            screen.row(people[i], on_tap=lambda: self.open_thread(people[i]), parent=parent, y=y, rid="contact_name",
-                       mark=i)  # fmt: skip
+            screen.row(
+                people[i],
+                on_tap=lambda: self.open_thread(people[i]),
+                parent=parent,
+                y=y,
+                rid="contact_name",
+                mark=i,
+            )
 
         screen.scroll_list("people:" + query, len(people), item)
 

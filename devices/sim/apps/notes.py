@@ -40,8 +40,14 @@ class Notes(App):
 
         def item(i: int, y: int, parent: View) -> None:
             mark, note = notes[i]
-            screen.row(note.title or "(untitled)", on_tap=lambda: self._edit(note), parent=parent, y=y,
-                       rid="note_title", mark=mark)  # fmt: skip
+            screen.row(
+                note.title or "(untitled)",
+                on_tap=lambda: self._edit(note),
+                parent=parent,
+                y=y,
+                rid="note_title",
+                mark=mark,
+            )
 
         screen.scroll_list("notes", len(self.notes), item)
         screen.fab("+", "New note", lambda: self._edit(None))

@@ -62,8 +62,15 @@ class Settings(App):
         def item(i: int, y: int, parent: View) -> None:
             mark, name = networks[i]
             label = f"{name}  (Connected)" if name == s.wifi_network else name
-            screen.row(label, on_tap=lambda: self._join(name), parent=parent, y=y, rid="network_name", desc=name,
-                       mark=mark)  # fmt: skip
+            screen.row(
+                label,
+                on_tap=lambda: self._join(name),
+                parent=parent,
+                y=y,
+                rid="network_name",
+                desc=name,
+                mark=mark,
+            )
 
         screen.scroll_list("networks", len(networks), item)
 

@@ -75,8 +75,15 @@ class Shop(App):
 
         def item(i: int, y: int, parent: View) -> None:
             mark, (name, price) = products[i]
-            screen.row(f"{name}   ${price:.2f}", on_tap=lambda: self._open(name), parent=parent, y=y,
-                       rid="product_name", desc=name, mark=mark)  # fmt: skip
+            screen.row(
+                f"{name}   ${price:.2f}",
+                on_tap=lambda: self._open(name),
+                parent=parent,
+                y=y,
+                rid="product_name",
+                desc=name,
+                mark=mark,
+            )
 
         screen.scroll_list("products", len(products), item, item_height=200)
 

@@ -13,39 +13,20 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from devices.sim.apps.files import DEFAULT_FOLDERS, Files
-from devices.sim.apps.shop import PRODUCTS, Shop
+from devices.sim.apps.files import DEFAULT_FOLDERS
+from devices.sim.apps.shop import PRODUCTS
 from devices.sim.phone import SimPhone
 from devices.sim.tasks.base import ExpertAction, Outcome, Task
-from devices.sim.tasks.expert import (
-    by_rid,
-    dialog_button,
-    done,
-    need,
-    open_app,
-    scroll_and_tap,
-    scroll_to,
-    tap,
-)
+from devices.sim.tasks.expert import by_rid, dialog_button, done, open_app, scroll_and_tap, tap
+from devices.sim.tasks.productivity import _files, file_options
 from devices.sim.tasks.registry import register
+from devices.sim.tasks.web import _shop
 
 # Items these families draw from: a few each, so that held-out instances can be unseen
 # combinations of items and counts that were all seen in training.
 CART_PRODUCTS = [name for name, _ in PRODUCTS[:6]]
 CART_COUNTS = (2, 3)
 STAR_FOLDERS = ("Download", "Pictures")
-
-
-def _shop(phone: SimPhone) -> Shop:
-    app = phone.app("com.example.shop")
-    assert isinstance(app, Shop)
-    return app
-
-
-def _files(phone: SimPhone) -> Files:
-    app = phone.app("com.google.android.documentsui")
-    assert isinstance(app, Files)
-    return app
 
 
 @register
@@ -108,8 +89,6 @@ class StarTwoFiles(Task):
         yield open_app("Files")
         yield tap(phone, lambda v: v.desc == self.params["folder"], self.params["folder"])
         for name in (self.params["first"], self.params["second"]):
-            file_pred = lambda v, name=name: v.desc == name  # noqa: E731
-            yield from scroll_to(phone, file_pred, name)
-            yield ExpertAction("long_press", coordinate=need(phone, file_pred, name).center, time=1.0)
+            yield from file_options(phone, name)
             yield dialog_button(phone, "Star")
         yield done()

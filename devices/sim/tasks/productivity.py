@@ -213,10 +213,14 @@ class _FileTask(Task):
     def _open_options(self, phone: SimPhone) -> Iterator[ExpertAction]:
         yield open_app("Files")
         yield tap(phone, lambda v: v.desc == self.params["folder"], self.params["folder"])
-        file_pred = lambda v: v.desc == self.params["file"]  # noqa: E731
-        yield from scroll_to(phone, file_pred, self.params["file"])
-        item = need(phone, file_pred, self.params["file"])
-        yield ExpertAction("long_press", coordinate=item.center, time=1.0)
+        yield from file_options(phone, self.params["file"])
+
+
+def file_options(phone: SimPhone, name: str) -> Iterator[ExpertAction]:
+    """In an open folder: scroll to the file and long-press it (its Star/Delete dialog opens)."""
+    file_pred = lambda v: v.desc == name  # noqa: E731
+    yield from scroll_to(phone, file_pred, name)
+    yield ExpertAction("long_press", coordinate=need(phone, file_pred, name).center, time=1.0)
 
 
 @register
