@@ -9,6 +9,10 @@ at it), ``retired`` (was promoted, replaced by a newer one; a rollback target), 
 the gate or a canary, or rolled back; promoting it again needs ``force``). Aliases: ``default``
 (what new tasks get) and ``canary``; moving one remembers where it pointed, so a rollback is one
 step. Every change is an event with its actor (an API key, ``scheduler``, ``cli:USER``) and detail.
+
+A version is served with the system prompt it was trained with: registering one reads the
+``system_prompt.txt`` saved beside its weights (its adapter's, else its checkpoint's) into
+``info["system_prompt"]``; a version without one is served with the service's prompt (UI-S1's).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from agent.checkpoint import read_system_prompt
 from agent.store import metadata
 from agent.trajectory import utcnow
 
@@ -93,6 +98,12 @@ class ModelVersion:
         """The directory vLLM loads: the adapter for an adapter, else the checkpoint."""
         return self.adapter if self.kind == Kind.ADAPTER else self.base
 
+    @property
+    def system_prompt(self) -> str | None:
+        """The system prompt the version was trained with (None: the service's own)."""
+        text = self.info.get("system_prompt")
+        return text if isinstance(text, str) else None
+
 
 @dataclass(frozen=True)
 class ModelEvent:
@@ -108,6 +119,14 @@ class RegistryError(LookupError):
     pass
 
 
+def saved_system_prompt(base: str | None, adapter: str | None) -> str | None:
+    """The system prompt saved beside a version's weights (its adapter's first), when they are here."""
+    for where in (adapter, base):
+        if where and (text := read_system_prompt(where)) is not None:
+            return text
+    return None
+
+
 class ModelRegistry:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
@@ -120,8 +139,11 @@ class ModelRegistry:
         kind = Kind(kind or (Kind.ADAPTER if adapter else Kind.FULL)).value
         if kind == Kind.ADAPTER and not (adapter and base):
             raise RegistryError("an adapter version needs both its base and its adapter")
+        info = dict(info or {})
+        if "system_prompt" not in info and (text := saved_system_prompt(base, adapter)) is not None:
+            info["system_prompt"] = text
         now = utcnow()
-        version = ModelVersion(name, served_name or name, base, adapter, State(state).value, now, info or {},
+        version = ModelVersion(name, served_name or name, base, adapter, State(state).value, now, info,
                                kind, parent, endpoint, now)  # fmt: skip
         with self.engine.begin() as conn:
             if conn.execute(sa.select(versions.c.name).where(versions.c.name == name)).first():

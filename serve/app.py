@@ -8,6 +8,7 @@ which resumes queued tasks. On shutdown the runner gets its grace period.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
+from agent.checkpoint import checkpoint_system_prompt
 from agent.jobs import Job, JobStore
 from agent.policy import Policy
 from agent.prompt import PromptSettings
@@ -68,6 +70,11 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
                                        driver=DriverSettings(capture=settings.screenshot_capture)))  # fmt: skip
         await pool.start()
         prompt = settings.prompt_settings()
+        if policy is None and settings.policy_backend == "local" and settings.local_model_dir is not None:
+            # a checkpoint in process is served with the system prompt it was trained with
+            prompt = dataclasses.replace(
+                prompt, system_prompt=checkpoint_system_prompt(settings.local_model_dir)
+            )
         registry = ModelRegistry(store.engine)
         chosen = policy or make_policy(settings, prompt, registry)
         cluster = Cluster(store.engine, settings.replica_id, settings.device_lease_ttl_s)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -217,6 +218,17 @@ class TaskRunner:
                 raise UnknownModel(f"model version {version.name} is not being served: the engine serving "
                                    f"{version.served_name!r} holds {held}")  # fmt: skip
         return version.served_name, version.name
+
+    def prompt_for(self, version: str | None) -> PromptSettings:
+        """The prompt a task pinned to ``version`` runs with: the system prompt that version was
+        trained with (the registry keeps it), else the service's."""
+        if self.registry is None or version is None:
+            return self.prompt
+        try:
+            text = self.registry.get(version).system_prompt
+        except RegistryError:
+            return self.prompt
+        return self.prompt if text is None else dataclasses.replace(self.prompt, system_prompt=text)
 
     async def cancel(self, episode_id: str) -> Episode:
         """Cancel a queued task, or stop a running one before its next step (on any replica)."""
@@ -518,16 +530,17 @@ class TaskRunner:
             })  # fmt: skip
             self._publish(ep.id, {"event": "step", "step": step})
 
-        runner = EpisodeRunner(
-            self.policy,
-            self.pool.driver(lease),
-            self.store,
-            settings,
-            self.prompt,
-            reviewer=takeover,
-            on_step=on_step,
-        )
         try:
+            prompt = await asyncio.to_thread(self.prompt_for, episode.model_version)
+            runner = EpisodeRunner(
+                self.policy,
+                self.pool.driver(lease),
+                self.store,
+                settings,
+                prompt,
+                reviewer=takeover,
+                on_step=on_step,
+            )
             final = await runner.run(request.goal, episode=episode, cancel=cancel)
             metrics.TASKS.labels(status=final.status.value).inc()
             log.info("task finished", extra={"task_id": final.id, "status": final.status.value, "error": final.error,

@@ -136,7 +136,8 @@ async def predict(body: PredictRequest, state: StateDep, key: AgentKey) -> Predi
         served, version = await asyncio.to_thread(state.runner.resolve_model, body.model)
     except UnknownModel as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    turns = await asyncio.to_thread(_conversation, body, state.settings, state.runner.prompt)
+    prompt = await asyncio.to_thread(state.runner.prompt_for, version)
+    turns = await asyncio.to_thread(_conversation, body, state.settings, prompt)
     try:
         result = await state.policy.predict(turns, sampling=body.sampling, model=served)
     except PolicyRejected as exc:

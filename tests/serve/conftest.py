@@ -36,6 +36,7 @@ class ScriptedPolicy:
         self.delay_s = delay_s
         self.calls = 0
         self.asked: list[str | None] = []  # the model name of each request
+        self.systems: list[str] = []  # the system prompt of each request
 
     async def predict(
         self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
@@ -43,6 +44,8 @@ class ScriptedPolicy:
         self.calls += 1
         self.asked.append(model)
         index = sum(1 for t in turns if t.role == "assistant")
+        self.systems.append(next(p.text for t in turns if t.role == "system" for p in t.parts
+                                 if isinstance(p, TextPart)))  # fmt: skip
         first_user = next(t for t in turns if t.role == "user")
         goal = next(p.text for p in first_user.parts if isinstance(p, TextPart))
         await asyncio.sleep(self.delay_s)

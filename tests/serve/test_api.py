@@ -300,3 +300,21 @@ def test_the_typed_client_covers_a_task_end_to_end(make_service) -> None:  # typ
     with AgentClient(service.url, "uis1_bad_key") as bad, pytest.raises(ApiError) as denied:
         bad.tasks()
     assert denied.value.status == 401
+
+
+def test_a_version_is_served_with_the_system_prompt_it_was_trained_with(make_service, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from agent.prompt import SYSTEM_PROMPT
+
+    trained = tmp_path / "compact-checkpoint"
+    trained.mkdir()
+    (trained / "system_prompt.txt").write_text("Act on the phone. One action per turn.", encoding="utf-8")
+    service = make_service(ScriptedPolicy(steps=1))
+    admin, agent = service.client(service.admin), service.client(service.agent)
+    assert admin.post("/v1/models", json={"name": "stock", "served_name": "ui-s1-7b"}).status_code == 201
+    made = admin.post("/v1/models", json={"name": "compact", "base": str(trained)})
+    assert made.status_code == 201
+    assert agent.get("/v1/models/compact").json()["info"]["system_prompt"].startswith("Act on the phone.")
+    wait_finished(agent, agent.post("/v1/tasks", json={"goal": "a", "model": "compact"}).json()["id"])
+    assert service.policy.systems[-1] == "Act on the phone. One action per turn."
+    wait_finished(agent, agent.post("/v1/tasks", json={"goal": "b", "model": "stock"}).json()["id"])
+    assert service.policy.systems[-1] == SYSTEM_PROMPT  # a version without one: the service's
