@@ -157,7 +157,9 @@ class EpisodeRunner:
         return episode.model_copy(update={"status": status, "finished_at": utcnow(), "error": reason})
 
     async def _loop(self, episode: Episode, cancel: asyncio.Event | None) -> Episode:
-        screens: list[ImagePart] = []
+        # Only the last image_limit screens are ever shown again: older ones are dropped, so that
+        # an episode's memory does not grow with its length.
+        screens: list[ImagePart | None] = []
         history: list[str] = []
         parse_errors = 0
         index = 0
@@ -247,6 +249,8 @@ class EpisodeRunner:
             if error is not None:
                 return self._finish(episode, EpisodeStatus.ERROR, error)
             screens.append(part)
+            if (old := len(screens) - self.prompt.image_limit) >= 0:
+                screens[old] = None  # the next prompt adds its own screen: this one is out of view
             history.append(result.raw if step.source is StepSource.POLICY else format_response(action))
             index += 1
             if isinstance(action, Terminate):

@@ -226,7 +226,7 @@ def prepare_image(screenshot: Screenshot | Image.Image, settings: PromptSettings
 
 def build_conversation(
     goal: str,
-    screenshots: Sequence[Screenshot | Image.Image | ImagePart],
+    screenshots: Sequence[Screenshot | Image.Image | ImagePart | None],
     history: Sequence[str],
     settings: PromptSettings | None = None,
 ) -> list[Turn]:
@@ -234,6 +234,7 @@ def build_conversation(
 
     ``history[i]`` is the raw response given at step ``i`` (or the patch text that replaced it);
     ``screenshots[i]`` is the observation of step ``i``, the last one being the current screen.
+    Screens older than the last ``image_limit`` are not shown, so a caller may drop them (None).
     """
     s = settings or PromptSettings()
     if len(screenshots) != len(history) + 1:
@@ -256,6 +257,10 @@ def build_conversation(
         else:
             parts.append(TextPart(FORMAT_REMINDER))
         if step >= first_kept:
+            if shot is None:
+                raise ValueError(
+                    f"screenshot {step} was dropped, but the prompt shows the last {s.image_limit}"
+                )
             parts.append(shot if isinstance(shot, ImagePart) else prepare_image(shot, s))
         turns.append(Turn("user", tuple(parts)))
     return turns

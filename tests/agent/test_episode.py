@@ -225,3 +225,22 @@ def test_a_step_is_durable_before_its_action_reaches_the_phone(store, fleet, sim
     after = store.get("pre-action-save")
     assert after.steps == [seen]
     assert after.status is EpisodeStatus.RUNNING
+
+
+def test_an_episode_keeps_only_the_screens_its_prompt_can_show(store, fleet, sim, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Memory per running episode is bounded by the prompt's image limit, not by the episode's length."""
+    import agent.episode as episode_module
+
+    held: list[int] = []
+    real = episode_module.build_conversation
+
+    def counting(goal, screenshots, history, settings=None):  # type: ignore[no-untyped-def]
+        held.append(sum(s is not None for s in screenshots))
+        return real(goal, screenshots, history, settings)
+
+    monkeypatch.setattr(episode_module, "build_conversation", counting)
+    runner = EpisodeRunner(Tapper(), _driver(fleet, sim), store, EpisodeSettings(settle_s=0, max_steps=12))
+    episode = asyncio.run(runner.run("Turn on Wi-Fi"))
+    assert len(episode.steps) == 12
+    assert held == [1, *[2] * 11]  # the prompt's image_limit (2), however long the episode runs
+    assert all(s.screenshot for s in store.get(episode.id).steps)  # every screen is still stored
