@@ -63,6 +63,11 @@ class PolicyRejected(PolicyError):
     """The server refused the request (a 4xx: unknown model, prompt too long, too many images)."""
 
 
+class PolicyMalformed(PolicyError):
+    """The server answered, but not with a completion (an HTML error page, a proxy's reply, JSON
+    without choices): something other than the policy server is at its address, or it is broken."""
+
+
 @runtime_checkable
 class Policy(Protocol):
     @property

@@ -2,8 +2,10 @@
 
 Images travel inline as base64 data URLs, already smart-resized by the prompt builder, so the
 server sees exactly the size the coordinates refer to. Connection errors, timeouts, 429 and 5xx
-are retried a bounded number of times with exponential backoff; any other 4xx is the request's
-fault and is not retried. The served model (base or LoRA adapter) is chosen per request, which
+are retried with exponential backoff (tenacity), a bounded number of times and all within one
+deadline per prediction (``deadline_s``): a server that accepts and never answers fails a step in
+``deadline_s``, not in retries x ``timeout_s``. Any other 4xx is the request's fault and is not
+retried; a 200 that is not a completion is ``PolicyMalformed``. The served model (base or LoRA adapter) is chosen per request, which
 is how a hot swap or a rollback moves traffic without touching the client.
 """
 
@@ -17,8 +19,16 @@ from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential,
+)
 
-from agent.policy import PolicyRejected, PolicyResult, PolicyUnavailable, SamplingSettings
+from agent.policy import PolicyMalformed, PolicyRejected, PolicyResult, PolicyUnavailable, SamplingSettings
 from agent.prompt import PromptSettings, Turn, to_openai_messages
 
 log = logging.getLogger(__name__)
@@ -32,8 +42,10 @@ class VllmSettings(BaseModel):
     base_url: str = Field("http://127.0.0.1:8000", description="The vLLM server (OpenAI-compatible API)")
     model: str = Field("ui-s1-7b", description="Served model name (or an adapter's name)")
     api_key: str | None = Field(None, description="vLLM's --api-key, when it has one")
-    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout")
-    connect_timeout_s: float = Field(5.0, gt=0, description="Connection timeout")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request read timeout (one generation)")
+    connect_timeout_s: float = Field(3.0, gt=0, description="Connection timeout")
+    deadline_s: float = Field(90.0, gt=0, description="Total time for one prediction, retries included")
+    health_timeout_s: float = Field(2.0, gt=0, description="Timeout of the readiness probe")
     max_retries: int = Field(3, ge=0, description="Retries on connection errors, 429 and 5xx")
     backoff_s: float = Field(0.5, ge=0, description="First retry delay (doubles each retry)")
     max_connections: int = Field(256, gt=0, description="Connection pool size (concurrent policy requests)")
@@ -99,7 +111,7 @@ class VllmPolicy:
             raw = choice["message"]["content"] or ""
             usage: Mapping[str, Any] = data.get("usage") or {}
         except (KeyError, IndexError, TypeError) as exc:
-            raise PolicyUnavailable(f"malformed completion from {self.settings.base_url}: {exc!r}") from None
+            raise PolicyMalformed(f"malformed completion from {self.settings.base_url}: {exc!r}") from None
         logprobs = None
         content = (choice.get("logprobs") or {}).get("content") if s.logprobs else None
         if content:
@@ -114,31 +126,59 @@ class VllmPolicy:
         )
 
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        attempt = 0
-        while True:
-            try:
-                response = await self._client.post(path, json=body)
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
-                problem = f"{type(exc).__name__}: {exc}"
-            else:
-                if response.status_code < 400:
-                    return dict(response.json())
-                detail = _error_message(response)
-                if response.status_code not in RETRYABLE_STATUS:
-                    raise PolicyRejected(f"{response.status_code} from the policy server: {detail}")
-                problem = f"{response.status_code}: {detail}"
-            if attempt >= self.settings.max_retries:
-                raise PolicyUnavailable(
-                    f"policy server {self.settings.base_url} failed after {attempt + 1} attempts ({problem})"
-                )
-            delay = self.settings.backoff_s * (2**attempt)
-            log.warning("policy request failed (%s); retrying in %.1fs", problem, delay)
-            attempt += 1
-            await asyncio.sleep(delay)
+        """POST with retries inside the deadline; each attempt's timeout is what the deadline leaves."""
+        s = self.settings
+        deadline = time.monotonic() + s.deadline_s
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(s.max_retries + 1) | stop_after_delay(s.deadline_s),
+            wait=wait_exponential(multiplier=s.backoff_s, min=s.backoff_s, max=max(s.backoff_s, 8.0)),
+            retry=retry_if_exception_type(_Retry),
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise _Retry("the deadline passed")
+                    timeout = httpx.Timeout(min(s.timeout_s, left), connect=min(s.connect_timeout_s, left))
+                    return await self._attempt(path, body, timeout)
+        except _Retry as exc:
+            attempts = retrying.statistics.get("attempt_number", 1)
+            tries = f"{attempts} attempt" + ("s" if attempts != 1 else "")
+            raise PolicyUnavailable(
+                f"policy server {s.base_url} failed after {tries} within its {s.deadline_s:g} s deadline ({exc})"
+            ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(self, path: str, body: dict[str, Any], timeout: httpx.Timeout) -> dict[str, Any]:
+        try:
+            response = await self._client.post(path, json=body, timeout=timeout)
+        except (httpx.TransportError, httpx.TimeoutException) as exc:
+            raise _Retry(f"{type(exc).__name__}: {exc}") from None
+        if response.status_code >= 400:
+            detail = _error_message(response)
+            if response.status_code not in RETRYABLE_STATUS:
+                raise PolicyRejected(f"{response.status_code} from the policy server: {detail}")
+            raise _Retry(f"{response.status_code}: {detail}")
+        try:
+            data = response.json()
+        except ValueError:
+            kind = response.headers.get("content-type", "no content type")
+            raise PolicyMalformed(
+                f"the policy server at {self.settings.base_url} answered {response.status_code} with {kind}, "
+                "not a JSON completion: is something else at that address?"
+            ) from None
+        if not isinstance(data, dict):
+            raise PolicyMalformed(
+                f"the policy server answered a JSON {type(data).__name__}, not a completion"
+            )
+        return data
 
     async def health(self) -> bool:
         try:
-            response = await self._client.get("/health")
+            response = await self._client.get("/health", timeout=self.settings.health_timeout_s)
         except (httpx.TransportError, httpx.TimeoutException):
             return False
         return response.status_code == 200
@@ -150,6 +190,16 @@ class VllmPolicy:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+class _Retry(Exception):
+    """An attempt failed in a way another attempt may not (connection, timeout, 429, 5xx)."""
+
+
+def _log_retry(state: RetryCallState) -> None:
+    problem = state.outcome.exception() if state.outcome is not None else None
+    delay = state.next_action.sleep if state.next_action is not None else 0.0
+    log.warning("policy request failed (%s); retrying in %.1fs", problem, delay)
 
 
 def _error_message(response: httpx.Response) -> str:

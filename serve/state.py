@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent.jobs import JobStore
 from agent.policy import Policy
@@ -28,3 +28,5 @@ class ServiceState:
     jobs: JobStore
     scheduler: Scheduler
     swap: HotSwapController | None  # None with the in-process policy: promotions only move aliases
+    # The last readiness probe of each dependency: (monotonic time, passed), reused for a few seconds.
+    probes: dict[str, tuple[float, bool]] = field(default_factory=dict)

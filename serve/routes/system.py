@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
+from collections.abc import Awaitable, Callable
 
 import httpx
 import sqlalchemy as sa
@@ -13,6 +15,7 @@ from prometheus_client import generate_latest
 
 from serve import metrics
 from serve.deps import AgentKey, StateDep
+from serve.state import ServiceState
 from serve.validation import StrictJsonRoute
 
 router = APIRouter(route_class=StrictJsonRoute)
@@ -25,23 +28,50 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+PROBE_TTL_S = 5.0  # readiness probes are reused this long: a burst of probes costs one check
+PROBE_TIMEOUT_S = 2.0  # a dependency that does not answer in this time is not ready
+
+
 @router.get("/readyz", tags=["system"], responses={503: {"description": "A dependency is not ready."}})
 async def readyz(state: StateDep) -> JSONResponse:
-    """Ready to run tasks: database, policy server and at least one device (no key needed)."""
-    checks: dict[str, bool] = {}
+    """Ready to run tasks: database, policy server and at least one device (no key needed).
+
+    Answers within about two seconds whatever its dependencies do: each check is bounded and its
+    result reused for a few seconds."""
     required = set(state.settings.readiness_checks)
-    try:
-        with state.store.engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-        checks["database"] = True
-    except Exception:
-        checks["database"] = False
-    health = getattr(state.policy, "health", None)
-    checks["policy"] = bool(await health()) if health is not None else True
-    checks["device"] = any(d.state.value == "device" for d in state.pool.devices.values())
+    database, policy = await asyncio.gather(
+        _probe(state, "database", lambda: asyncio.to_thread(_database_ok, state)),
+        _probe(state, "policy", lambda: _policy_ok(state)),
+    )
+    checks = {"database": database, "policy": policy,
+              "device": any(d.state.value == "device" for d in state.pool.devices.values())}  # fmt: skip
     ok = all(passed for name, passed in checks.items() if name in required)
     return JSONResponse({"ready": ok, "checks": checks, "required": sorted(required)},
                         status_code=200 if ok else 503)  # fmt: skip
+
+
+async def _probe(state: ServiceState, name: str, check: Callable[[], Awaitable[bool]]) -> bool:
+    now = time.monotonic()
+    cached = state.probes.get(name)
+    if cached is not None and now - cached[0] < PROBE_TTL_S:
+        return cached[1]
+    try:
+        passed = bool(await asyncio.wait_for(check(), PROBE_TIMEOUT_S))
+    except Exception:  # a timeout or a failure: not ready
+        passed = False
+    state.probes[name] = (time.monotonic(), passed)
+    return passed
+
+
+def _database_ok(state: ServiceState) -> bool:
+    with state.store.engine.connect() as conn:
+        conn.execute(sa.text("SELECT 1"))
+    return True
+
+
+async def _policy_ok(state: ServiceState) -> bool:
+    health = getattr(state.policy, "health", None)
+    return bool(await health()) if health is not None else True
 
 
 @router.get("/metrics", tags=["system"], response_class=Response,

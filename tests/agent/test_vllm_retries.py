@@ -12,8 +12,11 @@ from agent.prompt import TextPart, Turn
 from agent.vllm_policy import VllmPolicy, VllmSettings
 
 TURNS = [Turn("user", (TextPart("hi"),))]
-OK = {"model": "m", "choices": [{"message": {"content": '<think>t</think><action>{"action": "wait", "time": 1}</action>'}}],
-      "usage": {"prompt_tokens": 3, "completion_tokens": 9}}  # fmt: skip
+OK = {
+    "model": "m",
+    "choices": [{"message": {"content": '<think>t</think><action>{"action": "wait", "time": 1}</action>'}}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 9},
+}
 
 
 def _policy(statuses: list[int], **kw) -> tuple[VllmPolicy, list[dict]]:  # type: ignore[no-untyped-def,type-arg]
@@ -62,3 +65,58 @@ def test_the_model_is_chosen_per_request_and_sampling_is_sent() -> None:
     assert [s["model"] for s in seen] == ["base", "adapter-v7"]
     assert seen[0]["temperature"] == 0.0
     assert seen[0]["max_tokens"] == 512
+
+
+def test_a_reply_that_is_not_a_completion_is_a_malformed_policy_error() -> None:
+    from agent.policy import PolicyMalformed
+
+    def html(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, text="<html>Welcome to nginx</html>", headers={"content-type": "text/html"}
+        )
+
+    policy = VllmPolicy(VllmSettings(base_url="http://policy"), transport=httpx.MockTransport(html))
+    with pytest.raises(PolicyMalformed, match="text/html, not a JSON completion"):
+        asyncio.run(policy.predict(TURNS))
+
+
+async def _hung_server() -> tuple[asyncio.Server, int]:
+    """Accepts connections and never answers (a wedged server, a blackholing proxy)."""
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(3600)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+def test_a_hung_server_fails_a_prediction_within_its_deadline_and_readiness_within_seconds() -> None:
+    import time
+
+    async def scenario() -> tuple[float, float, bool]:
+        server, port = await _hung_server()
+        policy = VllmPolicy(
+            VllmSettings(
+                base_url=f"http://127.0.0.1:{port}",
+                timeout_s=60,
+                deadline_s=1.5,
+                max_retries=3,
+                backoff_s=0.1,
+                health_timeout_s=0.5,
+            )
+        )
+        start = time.monotonic()
+        with pytest.raises(PolicyUnavailable, match="deadline"):
+            await policy.predict(TURNS)
+        failed_after = time.monotonic() - start
+        start = time.monotonic()
+        healthy = await policy.health()
+        probed_in = time.monotonic() - start
+        await policy.aclose()
+        server.close()
+        return failed_after, probed_in, healthy
+
+    failed_after, probed_in, healthy = asyncio.run(scenario())
+    assert failed_after < 3  # the deadline, not 4 attempts x 60 s
+    assert not healthy
+    assert probed_in < 2
