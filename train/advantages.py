@@ -128,8 +128,13 @@ def keeps_signal(
     A group whose rollouts all did equally well or badly teaches nothing; one with a single
     rollout is kept, as in the released code.
     """
+    spread = group_spread(group, settings)
+    return spread is None or (math.isfinite(spread) and spread > eta)
+
+
+def group_spread(group: Sequence[Rollout], settings: AdvantageSettings | None = None) -> float | None:
+    """The population std of a group's R_0, what dynamic sampling compares with η (None: fewer
+    than two non-empty rollouts)."""
     settings = settings or AdvantageSettings()
     starts = [discounted_returns(r, settings.gamma, settings.horizon)[0] for r in group if r]
-    if len(starts) < 2:
-        return True
-    return math.isfinite(spread := statistics.pstdev(starts)) and spread > eta
+    return statistics.pstdev(starts) if len(starts) >= 2 else None

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from train.advantages import StepSample, group_advantages, keeps_signal
+from train.advantages import StepSample, group_advantages, group_spread, keeps_signal
 from train.config import RLConfig
 from train.data import ExpertTrajectory
 from train.evaluate import sop
@@ -57,8 +57,10 @@ Group = tuple[ExpertTrajectory, list[Rollout]]
 
 
 def _draw(config: RLConfig, roller: SemiOnlineRollout, stream: Stream[ExpertTrajectory]
-          ) -> tuple[list[Group], list[Group], list[str]]:  # fmt: skip
-    """Groups for one step: (kept groups, groups dropped by dynamic sampling, ids drawn)."""
+          ) -> tuple[list[Group], list[Group], list[str], list[float | None]]:  # fmt: skip
+    """Groups for one step: (kept groups, groups dropped by dynamic sampling, ids drawn, and the
+    R_0 spread of each group drawn, what η is compared with)."""
+    spreads: list[float | None] = []
     kept: list[Group] = []
     dropped: list[Group] = []
     drawn: list[str] = []
@@ -69,13 +71,14 @@ def _draw(config: RLConfig, roller: SemiOnlineRollout, stream: Stream[ExpertTraj
         trajectory = stream.next()
         drawn.append(trajectory.id)
         rollouts = roller.run(trajectory)
+        spreads.append(group_spread(_samples(rollouts), config.advantage))
         if config.dynamic_sampling.enabled and not keeps_signal(
             _samples(rollouts), config.dynamic_sampling.eta, config.advantage
         ):
             dropped.append((trajectory, rollouts))
             continue
         kept.append((trajectory, rollouts))
-    return kept, dropped, drawn
+    return kept, dropped, drawn, spreads
 
 
 def _samples(rollouts: Sequence[Rollout]) -> list[list[StepSample]]:
@@ -140,12 +143,22 @@ def _reference(config: RLConfig, run: Run) -> Any:
     return reference
 
 
-def _rollout_metrics(groups: Sequence[Group]) -> dict[str, float]:
+def _rollout_metrics(groups: Sequence[Group]) -> dict[str, Any]:
+    """What the kept groups' rollouts did, including what the patch module changes: the samples
+    trained at each step index (a rollout that stops at its first mismatch trains none after it),
+    and how often a step after a rollout's first mismatch still matched (``after_mistake``)."""
     records = [s for _, rollouts in groups for r in rollouts for s in r.steps]
     if not records:
-        return {"reward": 0.0, "match_rate": 0.0, "patch_rate": 0.0, "format_rate": 0.0, "rollout_steps": 0.0}
+        return {"reward": 0.0, "match_rate": 0.0, "patch_rate": 0.0, "format_rate": 0.0, "rollout_steps": 0.0,
+                "samples_at_step": [], "after_mistake": [0, 0]}  # fmt: skip
     rollouts = [r for _, rs in groups for r in rs]
+    at_step = [0] * (1 + max(s.step for s in records))
+    for record in records:
+        at_step[record.step] += 1
+    after = [(s.matched, 1) for r in rollouts for i, s in enumerate(r.steps) if i > r.matched_steps]
     return {
+        "samples_at_step": at_step,
+        "after_mistake": [sum(m for m, _ in after), len(after)],  # matched, steps
         "reward": sum(s.reward.reward for s in records) / len(records),
         "match_rate": sum(s.matched for s in records) / len(records),
         "patch_rate": sum(s.patched for s in records) / len(records),
@@ -223,7 +236,7 @@ def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engi
     elif hasattr(engine, "sync"):
         engine.sync(run.step)  # the vLLM engine loads the current weights
     t0 = time.perf_counter()
-    groups, dropped, drawn = _draw(config, roller, stream)
+    groups, dropped, drawn, spreads = _draw(config, roller, stream)
     t1 = time.perf_counter()
     items = _items(config, run, groups)
     filler = _items(config, run, dropped[-1:])[:1] if not items else []
@@ -243,6 +256,7 @@ def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engi
         "grad_norm": _mean(updates, "grad_norm"), "tokens": tokens,
         "rollout_s": t1 - t0, "old_logprob_s": old_s, "ref_logprob_s": t2 - t1 - old_s, "update_s": t3 - t2,
         "tokens_per_s": tokens / (t3 - t2) if t3 > t2 else 0.0, "tasks": drawn,
+        "spreads": spreads,
     }  # fmt: skip
     return metrics
 

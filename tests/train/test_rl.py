@@ -108,3 +108,24 @@ def test_an_rl_step_raises_matched_samples_and_lowers_mismatched_ones(tiny_model
     matched_moves = [c for c, up in zip(moved, signs, strict=True) if up]
     mismatched_moves = [c for c, up in zip(moved, signs, strict=True) if not up]
     assert sum(matched_moves) / len(matched_moves) > 0 > sum(mismatched_moves) / len(mismatched_moves)
+
+
+def test_rollout_metrics_count_samples_per_step_and_matches_after_a_first_mistake() -> None:
+    """What the patch module changes, as the benchmark reads it: a rollout that stops at its first
+    mismatch trains nothing after it; a patched one goes on, and its later matches are counted."""
+    from types import SimpleNamespace
+
+    from train.rewards import StepReward
+    from train.rl import _rollout_metrics
+    from train.rollout import Generated, Rollout, StepRecord
+
+    def record(step: int, matched: bool) -> StepRecord:
+        return StepRecord(step, [], Generated(""), StepReward(float(matched), True, matched, matched))
+
+    trajectory = SimpleNamespace(steps=[None] * 4)
+    stopped = Rollout(trajectory, [record(0, True), record(1, False)])  # type: ignore[arg-type]
+    patched = Rollout(trajectory, [record(0, False), record(1, True), record(2, False), record(3, True)])  # type: ignore[arg-type]
+    metrics = _rollout_metrics([(trajectory, [stopped, patched])])  # type: ignore[list-item]
+    assert metrics["samples_at_step"] == [2, 2, 1, 1]
+    assert metrics["after_mistake"] == [2, 3]  # steps 1-3 of the patched rollout, two of them matched
+    assert metrics["match_rate"] == pytest.approx(3 / 6)
