@@ -77,7 +77,9 @@ class AgentClient:
         return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/resume"))
 
     def events(self, task_id: str) -> Iterator[tuple[str, StepResponse | dict[str, Any]]]:
-        """The task's server-sent events until it ends: ("step", StepResponse) and ("end", {...})."""
+        """The task's server-sent events until it ends: ("step", StepResponse), ("paused", {}),
+        ("resumed", {}), ("taken_over", {"action": ...}) and ("end", {...}). A step comes again when
+        it changes (``revision`` 0: recorded, 1: final): keep the highest revision of each index."""
         with self._http.stream("GET", f"/v1/tasks/{task_id}/events", timeout=None) as stream:
             if stream.status_code >= 400:
                 stream.read()

@@ -35,6 +35,7 @@ from agent.trajectory import Episode, EpisodeStatus, ImageSize, Step, utcnow
 from devices.pool import DevicePool, NoDeviceAvailable
 from serve import metrics
 from serve.cluster import Cluster, device_key
+from serve.schemas import step_revision
 from serve.swap import HOLD_LOCK, LOADED
 from serve.takeover import Takeover, off_screen
 
@@ -279,6 +280,7 @@ class TaskRunner:
         await asyncio.to_thread(self.cluster.request, episode_id, paused=True, action=None)
         if (running := self._running.get(episode_id)) is not None:
             running.takeover.pause()
+        self._publish(episode_id, {"event": "paused"})
 
     async def take_over(self, episode_id: str, action: Action) -> None:
         """Supply the paused episode's next action (device pixels); it goes on with it.
@@ -298,6 +300,7 @@ class TaskRunner:
             running.takeover.resume(action)
         else:
             await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=action.to_dict())
+        self._publish(episode_id, {"event": "taken_over", "action": action.to_dict()})
 
     async def _screen(self, episode_id: str) -> ImageSize | None:
         """The screen a takeover acts on: the one the held step shows, else the last one recorded."""
@@ -313,6 +316,7 @@ class TaskRunner:
         await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=None)
         if (running := self._running.get(episode_id)) is not None:
             running.takeover.resume()
+        self._publish(episode_id, {"event": "resumed"})
 
     async def is_paused(self, episode_id: str) -> bool:
         """Whether a pause was asked for and not yet ended (the database is the record for all replicas)."""
@@ -329,22 +333,37 @@ class TaskRunner:
         return list(self._running)
 
     async def events(self, episode_id: str) -> AsyncIterator[dict[str, Any]]:
-        """Every recorded step so far, then live steps until the episode ends."""
+        """Every recorded step so far, then live events until the episode ends.
+
+        A step is sent in every form it takes: when recorded (before its action runs, as another
+        replica's stream reads it from the store) and again when final; a client keeps the highest
+        revision of each index. Pauses, resumes and takeovers asked of this replica are events too.
+        """
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._subscribers.setdefault(episode_id, []).append(queue)
+        sent: dict[int, int] = {}  # index -> revision sent
+
+        def fresh(step: Step) -> bool:
+            if step_revision(step) <= sent.get(step.index, -1):
+                return False
+            sent[step.index] = step_revision(step)
+            return True
+
+        def end(episode: Episode) -> dict[str, Any]:
+            return {
+                "event": "end",
+                "status": episode.status.value,
+                "error": episode.error,
+                "answer": episode.answer,
+            }
+
         try:
             episode = await asyncio.to_thread(self.store.get, episode_id)
-            seen = set()
             for step in episode.steps:
-                seen.add(step.index)
-                yield {"event": "step", "step": step}
+                if fresh(step):
+                    yield {"event": "step", "step": step}
             if episode.status.finished:
-                yield {
-                    "event": "end",
-                    "status": episode.status.value,
-                    "error": episode.error,
-                    "answer": episode.answer,
-                }
+                yield end(episode)
                 return
             while True:
                 try:
@@ -352,18 +371,19 @@ class TaskRunner:
                 except TimeoutError:  # the episode may run on another replica: read the store
                     episode = await asyncio.to_thread(self.store.get, episode_id)
                     for step in episode.steps:
-                        if step.index not in seen:
-                            seen.add(step.index)
+                        if fresh(step):
                             yield {"event": "step", "step": step}
                     if episode.status.finished:
-                        yield {"event": "end", "status": episode.status.value, "error": episode.error,
-                               "answer": episode.answer}  # fmt: skip
+                        yield end(episode)
                         return
                     continue
-                if item["event"] == "step":
-                    if item["step"].index in seen:
-                        continue
-                    seen.add(item["step"].index)
+                if item["event"] == "step" and not fresh(item["step"]):
+                    continue
+                if item["event"] == "end":  # steps the store has that were not published here
+                    episode = await asyncio.to_thread(self.store.get, episode_id)
+                    for step in episode.steps:
+                        if fresh(step):
+                            yield {"event": "step", "step": step}
                 yield item
                 if item["event"] == "end":
                     return

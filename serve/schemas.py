@@ -10,6 +10,11 @@ from pydantic import BaseModel, Field, field_validator
 from agent.trajectory import Episode, EpisodeStatus, Step
 
 
+def step_revision(step: Step) -> int:
+    """0 while a recorded step's action has not run yet, 1 once it has (or when there was none)."""
+    return 0 if step.ended_at is None else 1
+
+
 class StepResponse(BaseModel):
     index: int
     source: str
@@ -31,6 +36,11 @@ class StepResponse(BaseModel):
     ended_at: datetime | None = Field(
         None,
         description="The rest of ended_at - started_at beyond policy_s and device_s is the service's own.",
+    )
+    revision: int = Field(
+        1,
+        description="0: recorded, its action not yet run; 1: final. The event stream sends a step again "
+        "when it changes: keep the highest revision of each index.",
     )
 
     @classmethod
@@ -54,6 +64,7 @@ class StepResponse(BaseModel):
             device_s=step.timings.device_s,
             started_at=step.started_at,
             ended_at=step.ended_at,
+            revision=step_revision(step),
         )
 
 

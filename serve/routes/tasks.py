@@ -7,8 +7,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Response, status
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
@@ -84,20 +84,34 @@ async def cancel_task(task_id: str, state: StateDep, key: AgentKey) -> TaskRespo
     return TaskResponse.of(await state.runner.cancel(task_id))
 
 
-@router.get("/{task_id}/events", response_class=StreamingResponse,
-            responses={200: {"content": {"text/event-stream": {}}, "description": "Server-sent events: step, end."}})  # fmt: skip
-async def stream_task(task_id: str, state: StateDep, key: AgentKey) -> StreamingResponse:
+async def _streamable(task_id: str, state: StateDep, key: AgentKey) -> str:
+    """The task exists (checked before the stream starts, so an unknown one is a plain 404)."""
     await _episode(state, task_id)
+    return task_id
 
-    async def events() -> AsyncIterator[str]:
-        async for item in state.runner.events(task_id):
-            if item["event"] == "step":
-                data = StepResponse.of(item["step"]).model_dump_json()
-            else:
-                data = json.dumps({k: v for k, v in item.items() if k != "event"})
-            yield f"event: {item['event']}\ndata: {data}\n\n"
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+@router.get(
+    "/{task_id}/events",
+    response_class=EventSourceResponse,
+    responses={
+        200: {
+            "description": "Server-sent events: step (sent again when it changes; "
+            "keep the highest revision of each index), paused, resumed, taken_over, end."
+        }
+    },
+)
+async def stream_task(
+    task_id: Annotated[str, Depends(_streamable)], state: StateDep
+) -> AsyncIterator[ServerSentEvent]:
+    async for item in state.runner.events(task_id):
+        if item["event"] == "step":
+            step = StepResponse.of(item["step"])
+            yield ServerSentEvent(
+                event="step", id=f"{step.index}.{step.revision}", raw_data=step.model_dump_json()
+            )
+        else:
+            payload = {k: v for k, v in item.items() if k != "event"}
+            yield ServerSentEvent(event=item["event"], raw_data=json.dumps(payload))
 
 
 @router.post(

@@ -318,3 +318,36 @@ def test_a_version_is_served_with_the_system_prompt_it_was_trained_with(make_ser
     assert service.policy.systems[-1] == "Act on the phone. One action per turn."
     wait_finished(agent, agent.post("/v1/tasks", json={"goal": "b", "model": "stock"}).json()["id"])
     assert service.policy.systems[-1] == SYSTEM_PROMPT  # a version without one: the service's
+
+
+def test_the_stream_sends_every_step_in_its_final_form(make_service) -> None:  # type: ignore[no-untyped-def]
+    """A step read from the store before its action ran (the stream's poll after a quiet second)
+    is sent again when final; pauses and resumes are events too."""
+    import threading
+
+    from agent.episode import EpisodeSettings
+    from serve.client import AgentClient
+
+    service = make_service(ScriptedPolicy(steps=3), episode=EpisodeSettings(settle_s=1.5, max_steps=10))
+    client = service.client(service.agent)
+    task_id = client.post("/v1/tasks", json={"goal": "Open the Clock app"}).json()["id"]
+    events: list = []  # type: ignore[type-arg]
+
+    def listen() -> None:
+        with AgentClient(service.url, service.agent) as typed:
+            events.extend(typed.events(task_id))
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    wait_for_steps(client, task_id, 1)
+    assert client.post(f"/v1/tasks/{task_id}/pause").status_code == 200
+    assert client.post(f"/v1/tasks/{task_id}/resume").status_code == 200
+    listener.join(60)
+    steps = [data for kind, data in events if kind == "step"]
+    last = {s.index: s for s in steps}  # the highest revision comes last
+    assert sorted(last) == [0, 1, 2]
+    assert all(s.revision == 1 and s.ended_at is not None and s.device_s for s in last.values())
+    assert any(s.revision == 0 for s in steps)  # the case that lost steps: sent before its action ran
+    kinds = [kind for kind, _ in events]
+    assert kinds[-1] == "end"
+    assert kinds.index("paused") < kinds.index("resumed")

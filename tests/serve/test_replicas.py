@@ -73,9 +73,10 @@ def test_any_replica_streams_pauses_takes_over_and_cancels_a_task_another_one_ru
         for line in stream.iter_lines():
             if line.startswith("data: "):
                 live.append(json.loads(line.removeprefix("data: ")))
-                if len(live) >= 4:
+                if sum(s["revision"] == 1 for s in live) >= 4:
                     break
-    assert [s["index"] for s in live] == list(range(len(live)))
+    finals = [s["index"] for s in live if s["revision"] == 1]  # a step read before its action ran comes again
+    assert finals == list(range(len(finals)))
 
     assert client.post(f"/v1/tasks/{task_id}/pause").json()["paused"] is True
     assert owner.client(owner.agent).get(f"/v1/tasks/{task_id}").json()["paused"] is True
