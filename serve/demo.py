@@ -170,10 +170,10 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
         for task_id, task, device in submitted:
             typer.echo(f"\n[{task_id[:8]}] {task.goal}")
             for kind, payload in client.events(task_id):
-                if kind == "step" and isinstance(payload, StepResponse):
+                if kind == "step" and isinstance(payload, StepResponse) and payload.revision == 1:
                     what = json.dumps(payload.device_action) if payload.device_action else payload.parse_error
                     typer.echo(f"  step {payload.index}: {what}  (policy {payload.policy_s or 0:.2f}s)")
-                elif isinstance(payload, dict):
+                elif kind == "end" and isinstance(payload, dict):
                     end = f": {payload['error']}" if payload.get("error") else ""
                     typer.echo(f"  -> {payload['status']}{end}")
             result = client.task(task_id)
