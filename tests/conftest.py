@@ -18,6 +18,20 @@ REPO = Path(__file__).resolve().parents[1]
 VLLM_VENV = Path(os.environ.get("UIS1_VLLM_VENV", REPO / ".venv-vllm"))
 
 
+# Tests of the operator's own hardware, skipped unless asked for (deploy/README.md, "Validating
+# your own hardware"): a physical phone (-m phone) and a GPU vLLM server (-m gpu).
+HARDWARE = {"phone": "UIS1_TEST_PHONE", "gpu": "UIS1_TEST_GPU"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker, variable in HARDWARE.items():
+            if marker in item.keywords and os.environ.get(variable) != "1":
+                item.add_marker(
+                    pytest.mark.skip(reason=f"needs {marker} hardware: set {variable}=1 (deploy/README.md)")
+                )
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight Qwen2.5-VL checkpoint, built once per test session."""
