@@ -167,3 +167,35 @@ def _drain(queue):  # type: ignore[no-untyped-def]
     while not queue.empty():
         items.append(queue.get_nowait())
     return items
+
+
+def test_the_pool_reconnects_phones_that_an_adb_server_restart_forgot() -> None:
+    """adb really drops the transport: after ``adb kill-server`` the new server knows no network
+    device, and only the pool's own reconnect brings the phone back."""
+    import socket
+
+    from devices.adb_server import AdbServer
+    from devices.sim.fleet import SimFleet
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+
+    async def scenario(server: AdbServer, serial: str) -> None:
+        pool = make_pool(server)
+        await pool.check_health()
+        assert pool.devices[serial].state is DeviceState.DEVICE
+        server.stop()
+        server.start()
+        assert serial not in [d.serial for d in server.client().device_list()]  # forgotten
+        for _ in range(20):
+            await pool.check_health()
+            if pool.devices[serial].state is DeviceState.DEVICE:
+                break
+            await asyncio.sleep(0.3)
+        assert pool.devices[serial].state is DeviceState.DEVICE
+        lease = await pool.acquire(holder="after-restart", serial=serial)
+        assert (await pool.driver(lease).screenshot()).width == 1080
+
+    with AdbServer(port=port) as server, SimFleet(server) as fleet:
+        asyncio.run(scenario(server, fleet.add("restart").serial))
