@@ -359,8 +359,17 @@ class DevicePool:
         for device in list(self.devices.values()):
             if device.server_state is DeviceState.DEVICE:
                 await self._probe(device)
-                if self.settings.reconnect and device.is_network and device.failures >= 2:
-                    await self._reconnect(device)  # a wedged transport: drop it and connect anew
+                # A wedged transport is dropped and connected anew, but never under a lease: a
+                # slow phone fails the probe while an episode's command is still running on that
+                # transport, and tearing it down would cut the command off (its own timeout and
+                # errors tell the episode what happened).
+                if (
+                    self.settings.reconnect
+                    and device.is_network
+                    and device.failures >= 2
+                    and device.lease is None
+                ):
+                    await self._reconnect(device)
             elif (
                 self.settings.reconnect
                 and device.is_network

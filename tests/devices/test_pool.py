@@ -199,3 +199,28 @@ def test_the_pool_reconnects_phones_that_an_adb_server_restart_forgot() -> None:
 
     with AdbServer(port=port) as server, SimFleet(server) as fleet:
         asyncio.run(scenario(server, fleet.add("restart").serial))
+
+
+def test_a_slow_leased_phone_keeps_its_transport_while_a_command_runs(adb_server, sim) -> None:  # type: ignore[no-untyped-def]
+    """Health probes fail on a phone slowed beyond their timeout, but a leased phone's transport is
+    not torn down under the episode's command, which finishes."""
+
+    async def scenario() -> None:
+        pool = make_pool(adb_server)
+        pool.settings.health_timeout_s = 0.5
+        await pool.check_health()
+        lease = await pool.acquire(holder="episode", serial=sim.serial)
+        driver = pool.driver(lease)
+        driver.settings.command_timeout = 30
+        events = pool.subscribe()
+        sim.phone.faults.delay_s = 1.5
+        command = asyncio.create_task(driver.screenshot())
+        for _ in range(3):  # three failed probes while the screenshot is on its way
+            await pool.check_health()
+        capture = await command
+        assert capture.width == 1080
+        assert pool.devices[sim.serial].failures >= 2
+        assert not [e for e in _drain(events) if e.kind in ("connected", "reconnect_failed")]
+        sim.phone.faults.delay_s = 0.0
+
+    asyncio.run(scenario())
