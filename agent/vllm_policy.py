@@ -3,10 +3,11 @@
 Images travel inline as base64 data URLs, already smart-resized by the prompt builder, so the
 server sees exactly the size the coordinates refer to. Connection errors, timeouts, 429 and 5xx
 are retried with exponential backoff (tenacity), a bounded number of times and all within one
-deadline per prediction (``deadline_s``): a server that accepts and never answers fails a step in
-``deadline_s``, not in retries x ``timeout_s``. Any other 4xx is the request's fault and is not
-retried; a 200 that is not a completion is ``PolicyMalformed``. The served model (base or LoRA adapter) is chosen per request, which
-is how a hot swap or a rollback moves traffic without touching the client.
+deadline per prediction (``deadline_s``, default 1.5 x ``timeout_s``): a server that accepts and
+never answers fails a step within the deadline, not after retries x ``timeout_s``. Any other 4xx
+is the request's fault and is not retried; a 200 that is not a completion is ``PolicyMalformed``.
+The served model (base or LoRA adapter) is chosen per request, which is how a hot swap or a
+rollback moves traffic without touching the client.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ class VllmSettings(BaseModel):
     api_key: str | None = Field(None, description="vLLM's --api-key, when it has one")
     timeout_s: float = Field(60.0, gt=0, description="Per-request read timeout (one generation)")
     connect_timeout_s: float = Field(3.0, gt=0, description="Connection timeout")
-    deadline_s: float = Field(90.0, gt=0, description="Total time for one prediction, retries included")
+    deadline_s: float | None = Field(
+        None, gt=0, description="Total time for one prediction, retries included (unset: 1.5 x timeout_s)"
+    )
     health_timeout_s: float = Field(2.0, gt=0, description="Timeout of the readiness probe")
     max_retries: int = Field(3, ge=0, description="Retries on connection errors, 429 and 5xx")
     backoff_s: float = Field(0.5, ge=0, description="First retry delay (doubles each retry)")
@@ -128,9 +131,10 @@ class VllmPolicy:
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST with retries inside the deadline; each attempt's timeout is what the deadline leaves."""
         s = self.settings
-        deadline = time.monotonic() + s.deadline_s
+        budget = s.deadline_s if s.deadline_s is not None else 1.5 * s.timeout_s
+        deadline = time.monotonic() + budget
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(s.max_retries + 1) | stop_after_delay(s.deadline_s),
+            stop=stop_after_attempt(s.max_retries + 1) | stop_after_delay(budget),
             wait=wait_exponential(multiplier=s.backoff_s, min=s.backoff_s, max=max(s.backoff_s, 8.0)),
             retry=retry_if_exception_type(_Retry),
             before_sleep=_log_retry,
@@ -148,7 +152,7 @@ class VllmPolicy:
             attempts = retrying.statistics.get("attempt_number", 1)
             tries = f"{attempts} attempt" + ("s" if attempts != 1 else "")
             raise PolicyUnavailable(
-                f"policy server {s.base_url} failed after {tries} within its {s.deadline_s:g} s deadline ({exc})"
+                f"policy server {s.base_url} failed after {tries} within its {budget:g} s deadline ({exc})"
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
