@@ -1,201 +1,346 @@
-"""Learning on the simulated phone: SFT, offline RL and semi-online RL from one small model.
+"""Does training make the agent better? SFT, offline RL and semi-online RL on the simulated phone.
 
-    .venv/bin/python benchmarks/learning.py                      # 6 methods x 3 seeds, ~50 min on 2 cores
-    .venv/bin/python benchmarks/learning.py --seeds 0 --budget 20 --methods sft semi_eps1   # a quick look
+    .venv/bin/python benchmarks/learning.py               # everything missing, then the table (~2-3 h, 2 cores)
+    .venv/bin/python benchmarks/learning.py initial       # only the initial model and its gate
+    .venv/bin/python benchmarks/learning.py calibrate     # only the learning-rate and eta calibration
+    .venv/bin/python benchmarks/learning.py run --arms sft offline --seeds 0   # some pieces
+    .venv/bin/python benchmarks/learning.py table --json learning.json          # the table from the cache
+    .venv/bin/python benchmarks/learning.py --quick       # a minute-scale run of every piece (CI)
+    .venv/bin/python benchmarks/learning.py --dry-run     # the plan and what it needs; trains nothing
 
-The paper's central claim, in miniature, with the real trainers (``train.sft``, ``train.rl``):
+Every piece (the initial model, each calibration run, each arm x seed) is cached under ``--cache``
+as soon as it is done, so the comparison can be run over several sittings; ``table`` assembles
+whatever is there. The setting (sizes, budgets, families) is part of each piece's cache key.
 
-1. **Initial model.** The tiny Qwen2.5-VL (random weights, built from config) knows nothing, not
-   even the response format, so RL from it earns reward 0 everywhere and cannot start. As the
-   paper starts from a base model that can already act, the initial model here is the tiny model
-   after SFT on *other* simulated tasks (``BASE_TASKS``): it writes well-formed actions but has
-   never seen the target tasks. It is built once and cached (``.cache/learning``).
-2. **Data.** Expert trajectories of ``TARGET_TASKS`` (several instances each: other contacts,
-   products, files, apps), split by trajectory into training and held-out sets; the same split
-   for every method and seed.
-3. **Methods**, each with the same time budget of training (``--budget`` seconds of the trainer's
-   own loop: rollouts, log-probs and updates; loading and saving are not counted):
-   ``sft`` (SFT on the expert steps), ``offline`` (RL with the expert's history: per-step GRPO,
-   γ = 0, no episode term), ``semi_eps0`` / ``semi_eps1`` / ``semi_epsinf`` (semi-online RL with
-   patch threshold ε = 0, 1, unlimited; the paper's advantages and dynamic sampling), and
-   ``sft+semi`` (half the budget SFT, then semi-online RL with ε = 1 for the other half).
-4. **Evaluation** of every final checkpoint: SOP (PG, TSR; greedy, own history, no patching) on
-   the held-out expert trajectories, and online success on the held-out task instances, each run
-   as a whole episode on a simulated phone behind a real adb server (``train.online``).
+**The phone.** The ``learnable`` display profile (``devices.sim.display``): a 1.6x UI scale, at
+most five rows per list, a coloured mark per item, list order drawn from the task's seed. The model
+sees each screen at ``--image-tokens`` (128: 1080x2400 shrunk to 196x448 pixels).
 
-Printed: one row per method with mean ± standard deviation over the seeds, the initial model's
-row, and the training steps, samples and seconds each method got. Figures depend on the machine,
-which is printed; the budget is in seconds, so a faster machine trains more steps.
+**Families and splits.** ``FAMILIES`` are trained; ``CONTROL`` families are never trained by
+anything and are a negative control (a gain there is not learning the trained tasks). Each trained
+family has three disjoint sets of seeds: ``initial`` (the initial model's data), ``train`` (the
+arms' data) and ``heldout`` (evaluation). A seed fixes the task's items and the list order, so a
+held-out instance puts seen items at other list positions; in the two families whose next step
+depends on history (``add_several_to_cart``: product x count, ``star_two_files``: a pair of
+files), one combination in four is held out entirely, each of its items being trained in others.
+
+**Initial model.** The tiny Qwen2.5-VL built from config knows nothing, so the initial model is
+SFT (with thoughts, the compact system prompt) on the ``initial`` seeds, checked every
+``--gate-every`` steps until its grounding accuracy (click and long-press steps of the held-out
+trajectories, expert history) reaches ``--gate`` (60%), or ``--gate-max-steps`` are spent. A model
+that cannot read the screen cannot show what RL adds; then the run stops and says so
+(``perception-bound``) instead of comparing methods on noise.
+
+**Calibration.** Per RL method (offline; semi-online, whose rate the other semi-online arms use),
+a short run on seed 0 at each of ``--lr-grid``; the learning rate kept is the one whose mean clip
+fraction is in [0.02, 0.2] and nearest 0.063 (their geometric middle), else the nearest. eta is
+the paper's 0.3 unless that drops more than half of the groups with any spread of R_0 in those
+runs; then the largest of 0.2, 0.1, 0.05 that keeps half. SFT keeps the initial model's rate.
+
+**Arms** (each from the initial model, ``--budget`` seconds of its trainer's own loop):
+``sft``; ``offline`` (RL with the expert's history: per-step GRPO, gamma 0, no episode term);
+``semi_eps0``, ``semi_eps1``, ``semi_epsinf`` (semi-online RL, patch threshold 0, 1, unlimited);
+``sft+semi`` (half SFT, then semi-online with eps 1). The paper-form reward (thoughts are trained).
+
+**Measured** for the initial model and every arm x seed: SOP (PG, TSR: greedy, own history) on
+the held-out trajectories, also on the history families alone; step and grounding accuracy with
+the expert's history; online success of whole episodes on the held-out instances (a simulated
+phone behind a real adb server); the same SOP and online success on the control families. The
+training signal: optimiser updates, samples, groups kept and dropped, clip fraction, KL. The patch
+module's own effect: samples trained at each step index, and how often a step after a rollout's
+first mismatch still matched, in training and on the held-out trajectories.
+
+**Refutation, stated before the run.** With the gate passed, the method is refuted at this scale
+if the 95% interval of (semi-online eps 1 minus offline RL) in held-out SOP TSR lies below +0.10.
+Intervals: a bootstrap over training seeds and held-out trajectories together (paired by both).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Tasks the initial model is trained on (the "pretraining"), and the tasks the methods learn.
-BASE_TASKS = ["create_contact", "delete_contact", "reply_to_message", "send_new_message", "add_alarm",
-              "create_note", "delete_note", "delete_file", "web_search", "remove_from_cart",
-              "connect_to_network", "pair_bluetooth_device", "android_version_question", "wifi_off",
-              "bluetooth_off", "dark_theme_off"]  # fmt: skip
-TARGET_TASKS = ["wifi_on", "bluetooth_on", "dark_theme_on", "airplane_mode_on", "brightness_extreme",
-                "open_app", "open_app_from_home", "favorite_contact", "add_to_cart", "star_file",
-                "enable_alarm", "delete_alarm", "phone_number_question"]  # fmt: skip
-METHODS = ("sft", "offline", "semi_eps0", "semi_eps1", "semi_epsinf", "sft+semi")
+FAMILIES = (
+    "wifi_on",
+    "bluetooth_on",
+    "airplane_mode_on",
+    "dark_theme_on",
+    "open_app",
+    "favorite_contact",
+    "add_to_cart",
+    "star_file",
+    "add_several_to_cart",
+    "star_two_files",
+)
+HISTORY = ("add_several_to_cart", "star_two_files")  # the next step depends on what was done
+CONTROL = ("enable_alarm", "delete_file", "delete_contact")  # never trained
+ARMS = ("sft", "offline", "semi_eps0", "semi_eps1", "semi_epsinf", "sft+semi")
+SPLIT_START = {"initial": 100_000, "train": 0, "heldout": 50_000}  # where each split's seeds begin
+CLIP_BAND = (0.02, 0.2)
+ETA_STEPS = (0.3, 0.2, 0.1, 0.05)
+CALIBRATED = ("offline", "semi_eps1")  # the other semi-online arms use semi_eps1's rate
+COMMANDS = ("all", "initial", "calibrate", "run", "table", "piece")
+FORMAT = 2  # bump when a piece's meaning changes: older cached pieces are not reused
 
 
-def machine() -> dict[str, Any]:
-    import torch
+@dataclass(frozen=True)
+class Setting:
+    model_size: str = "tiny"
+    image_tokens: int = 128
+    display: str = "learnable"
+    families: tuple[str, ...] = FAMILIES
+    control: tuple[str, ...] = CONTROL
+    initial_seeds: int = 24  # per family
+    train_seeds: int = 8
+    heldout_seeds: int = 4
+    control_seeds: int = 4
+    initial_lr: float = 1e-3
+    batch_size: int = 8
+    gate: float = 0.6
+    gate_every: int = 300
+    gate_max_steps: int = 3000
+    budget: float = 240.0
+    lr_grid: tuple[float, ...] = (3e-5, 1e-4, 3e-4)
+    calibration_budget: float = 90.0
+    n: int = 4
+    tasks_per_step: int = 4
+    mini_batches: int = 2
+    max_new_tokens: int = 112
+    online_steps: int = 10
+    device: str = "cpu"
+    gate_enforced: bool = True
 
-    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads()}  # fmt: skip
+    def key(self, *parts: str) -> str:
+        blob = json.dumps({"format": FORMAT, **asdict(self), "parts": parts}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def resize(args: argparse.Namespace) -> dict[str, int]:
-    return {"max_pixels": args.image_tokens * 28 * 28, "min_pixels": 4 * 28 * 28}
+QUICK = Setting(
+    families=("open_app", "add_several_to_cart"),
+    control=("enable_alarm",),
+    initial_seeds=3,
+    train_seeds=2,
+    heldout_seeds=1,
+    control_seeds=1,
+    gate_every=2,
+    gate_max_steps=2,
+    budget=2.0,
+    lr_grid=(1e-4, 3e-4),
+    calibration_budget=1.0,
+    n=2,
+    tasks_per_step=2,
+    max_new_tokens=16,
+    online_steps=2,
+    gate_enforced=False,
+)
 
 
-def target_source(args: argparse.Namespace) -> dict[str, Any]:
-    return {"kind": "sim", "tasks": args.tasks, "seeds": list(range(args.instances))}
+# One GPU (--gpu): the 10 M-parameter model at 256 image tokens, shorter budgets, pieces side by
+# side (--jobs 9: the 18 arm x seed pieces in two waves, each piece its own process). Planned to
+# spend under 10 minutes of device time; see BENCHMARKS.md for the arithmetic.
+GPU = Setting(
+    model_size="small",
+    image_tokens=256,
+    device="cuda",
+    gate_every=500,
+    gate_max_steps=3000,
+    budget=45.0,
+    calibration_budget=30.0,
+    n=8,
+    tasks_per_step=8,
+)
 
 
-def data(args: argparse.Namespace) -> dict[str, Any]:
-    return {"sources": [target_source(args)], "val_fraction": args.heldout, "split_seed": 0}
+# -- data -----------------------------------------------------------------------------------------
+def _combo(family: str, seed: int) -> str:
+    from devices.sim.tasks import TASKS
+
+    return json.dumps(TASKS[family].create(seed).params, sort_keys=True)
 
 
-def initial_model(args: argparse.Namespace, cache: Path) -> Path:
-    """The tiny model after SFT on BASE_TASKS (built once per setting, then reused)."""
-    from agent.tiny_model import MODEL_SIZES, ensure_tiny_model
-    from train.checkpoints import latest_checkpoint
+def held_combos(family: str) -> set[str]:
+    """The item combinations of a history family that only the held-out split has (one in four)."""
+    if family not in HISTORY:
+        return set()
+    combos = sorted({_combo(family, seed) for seed in range(500)})
+    return {c for i, c in enumerate(combos) if i % 4 == 3}
+
+
+def split_seeds(family: str, split: str, count: int) -> list[int]:
+    """``count`` seeds of ``family`` for a split: disjoint ranges, and in a history family the
+    held-out combinations only in the held-out split."""
+    held = held_combos(family)
+    seeds: list[int] = []
+    seed = SPLIT_START[split]
+    while len(seeds) < count:
+        if not held or (_combo(family, seed) in held) == (split == "heldout"):
+            seeds.append(seed)
+        seed += 1
+    return seeds
+
+
+def sources(setting: Setting, split: str, families: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    count = {
+        "initial": setting.initial_seeds,
+        "train": setting.train_seeds,
+        "heldout": setting.heldout_seeds,
+        "control": setting.control_seeds,
+    }[split]
+    chosen = families or (setting.control if split == "control" else setting.families)
+    return [
+        {
+            "kind": "sim",
+            "tasks": [f],
+            "seeds": split_seeds(f, "heldout" if split == "control" else split, count),
+            "display": setting.display,
+        }
+        for f in chosen
+    ]
+
+
+def trajectories(setting: Setting, split: str) -> list[Any]:
+    from train.data import SimSource, load
+
+    return load([SimSource.model_validate(s) for s in sources(setting, split)])
+
+
+def family_of(trajectory: Any) -> str:
+    return str(trajectory.source.split(":")[1])
+
+
+# -- training -------------------------------------------------------------------------------------
+def resize(setting: Setting) -> dict[str, int]:
+    return {"max_pixels": setting.image_tokens * 28 * 28, "min_pixels": 4 * 28 * 28}
+
+
+def learner(setting: Setting) -> dict[str, Any]:
+    return {"device": setting.device}
+
+
+def sft_config(setting: Setting, model: Path, out: Path, seed: int, split: str, **limits: Any) -> Any:
     from train.config import SFTConfig
-    from train.sft import train_sft
 
-    spec = MODEL_SIZES[args.model_size]
-    setting = {"spec": spec.key(), "tasks": BASE_TASKS, "seeds": [0, 1, 2], "steps": args.base_steps,
-               "lr": args.base_lr, "resize": resize(args), "format": 1}  # fmt: skip
-    key = hashlib.sha256(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:12]
-    target = cache / f"initial-{args.model_size}-{key}"
-    if (target / "config.json").is_file():
-        return target
-    random_model = ensure_tiny_model(cache, spec)
-    with tempfile.TemporaryDirectory(prefix="initial-", dir=cache) as tmp:
-        config = SFTConfig.model_validate({
-            "model": random_model, "output_dir": Path(tmp) / "run", "seed": 0, "thoughts": False,
-            "data": {"sources": [{"kind": "sim", "tasks": BASE_TASKS, "seeds": [0, 1, 2]}], "val_fraction": 0.0},
-            "optim": {"lr": args.base_lr}, "resize": resize(args), "batch_size": 8,
-            "max_steps": args.base_steps, "epochs": 1000, "save_every": 1 << 20,
-        })  # fmt: skip
-        print(f"building the initial model: SFT on {len(BASE_TASKS)} other tasks, {args.base_steps} steps",
-              flush=True)  # fmt: skip
-        run = train_sft(config, progress=not args.quiet)
-        checkpoint = latest_checkpoint(run)
-        assert checkpoint is not None
-        shutil.copytree(checkpoint, Path(tmp) / "model")
-        os.replace(Path(tmp) / "model", target)
-    return target
+    return SFTConfig.model_validate(
+        {
+            "model": model,
+            "output_dir": out,
+            "seed": seed,
+            "thoughts": True,
+            "system_prompt": "compact",
+            "data": {"sources": sources(setting, split), "val_fraction": 0.0},
+            "optim": {"lr": setting.initial_lr},
+            "resize": resize(setting),
+            "batch_size": setting.batch_size,
+            "epochs": 10_000,
+            "save_every": 1 << 20,
+            "learner": learner(setting),
+            **limits,
+        }
+    )
 
 
-def sft_config(args: argparse.Namespace, model: Path, out: Path, seed: int, seconds: float) -> Any:
-    from train.config import SFTConfig
-
-    return SFTConfig.model_validate({
-        "model": model, "output_dir": out, "seed": seed, "thoughts": False, "data": data(args),
-        "optim": {"lr": args.sft_lr}, "resize": resize(args), "batch_size": 8,
-        "max_seconds": seconds, "epochs": 1000, "save_every": 1 << 20,
-    })  # fmt: skip
-
-
-def rl_config(args: argparse.Namespace, model: Path, out: Path, seed: int, seconds: float,
-              method: str) -> Any:  # fmt: skip
+def rl_config(
+    setting: Setting, model: Path, out: Path, seed: int, method: str, seconds: float, lr: float, eta: float
+) -> Any:
     from train.config import RLConfig
 
-    rollout: dict[str, Any] = {"n": args.n, "max_new_tokens": args.max_new_tokens, "reward": "code"}
+    rollout: dict[str, Any] = {"n": setting.n, "max_new_tokens": setting.max_new_tokens, "reward": "paper"}
     advantage: dict[str, Any] = {}
-    sampling: dict[str, Any] = {"enabled": True, "max_extra_draws": args.tasks_per_step}
+    sampling: dict[str, Any] = {"enabled": True, "eta": eta, "max_extra_draws": 4 * setting.tasks_per_step}
     if method == "offline":
         rollout["history"] = "expert"
         advantage = {"gamma": 0.0, "episode": "none"}
-        sampling = {"enabled": False}
     else:
         rollout["patch"] = {"threshold": {"semi_eps0": 0, "semi_epsinf": -1}.get(method, 1)}
-    return RLConfig.model_validate({
-        "model": model, "output_dir": out, "seed": seed, "data": data(args), "rollout": rollout,
-        "advantage": advantage, "dynamic_sampling": sampling, "optim": {"lr": args.rl_lr},
-        "resize": resize(args), "tasks_per_step": args.tasks_per_step, "mini_batches": 2,
-        "max_seconds": seconds, "epochs": 1000, "save_every": 1 << 20, "eval_every": None,
-        "log_entropy": False,
-    })  # fmt: skip
+    return RLConfig.model_validate(
+        {
+            "model": model,
+            "output_dir": out,
+            "seed": seed,
+            "system_prompt": "compact",
+            "data": {"sources": sources(setting, "train"), "val_fraction": 0.0},
+            "rollout": rollout,
+            "advantage": advantage,
+            "dynamic_sampling": sampling,
+            "optim": {"lr": lr},
+            "resize": resize(setting),
+            "tasks_per_step": setting.tasks_per_step,
+            "mini_batches": setting.mini_batches,
+            "max_seconds": seconds,
+            "epochs": 10_000,
+            "save_every": 1 << 20,
+            "eval_every": None,
+            "log_entropy": False,
+            "learner": learner(setting),
+        }
+    )
 
 
-def spent(run: Path, kind: str) -> dict[str, float]:
-    """Steps, samples and training seconds of a run, from its metrics."""
+def signal(run: Path, kind: str, mini_batches: int) -> dict[str, Any]:
+    """What a run trained: steps, updates, samples, seconds, and for RL groups kept and dropped,
+    clip fraction, KL, samples per step index and the matches after a first mismatch."""
     from train.tracking import read_metrics
 
     rows = read_metrics(run)
     if kind == "sft":
-        seconds = sum(r["prepare_s"] + r["update_s"] for r in rows)
-        samples = sum(len(r["examples"]) for r in rows)  # the batch's expert steps
-    else:
-        seconds = sum(r["rollout_s"] + r["old_logprob_s"] + r["ref_logprob_s"] + r["update_s"] for r in rows)
-        samples = sum(r["samples"] for r in rows)
-    return {"steps": len(rows), "samples": samples, "seconds": seconds}
+        return {
+            "steps": len(rows),
+            "updates": len(rows),
+            "samples": sum(len(r["examples"]) for r in rows),
+            "seconds": sum(r["prepare_s"] + r["update_s"] for r in rows),
+        }
+    at_step: list[int] = []
+    for row in rows:
+        for i, count in enumerate(row.get("samples_at_step", [])):
+            at_step.extend([0] * (i + 1 - len(at_step)))
+            at_step[i] += count
+    spreads = [s for r in rows for s in r.get("spreads", []) if s is not None]
+    return {
+        "steps": len(rows),
+        "updates": sum(mini_batches for r in rows if r["samples"]),
+        "samples": sum(r["samples"] for r in rows),
+        "seconds": sum(
+            r["rollout_s"] + r["old_logprob_s"] + r["ref_logprob_s"] + r["update_s"] for r in rows
+        ),
+        "groups_kept": sum(r["groups"] for r in rows),
+        "groups_dropped": sum(r["groups_dropped"] for r in rows),
+        "clip_fraction": statistics.fmean(r["clip_fraction"] for r in rows) if rows else 0.0,
+        "kl": statistics.fmean(r["kl"] for r in rows) if rows else 0.0,
+        "reward": statistics.fmean(r["reward"] for r in rows) if rows else 0.0,
+        "samples_at_step": at_step,
+        "after_mistake": [sum(r.get("after_mistake", [0, 0])[i] for r in rows) for i in (0, 1)],
+        "spreads": spreads,
+    }
 
 
-def train_method(args: argparse.Namespace, method: str, seed: int, model: Path, work: Path
-                 ) -> tuple[Path, dict[str, float]]:  # fmt: skip
-    from train.checkpoints import latest_checkpoint
-    from train.rl import train_rl
-    from train.sft import train_sft
-
-    progress = not args.quiet
-    if method == "sft":
-        run = train_sft(sft_config(args, model, work / "sft", seed, args.budget), progress=progress)
-        used = spent(run, "sft")
-    elif method == "sft+semi":
-        first = train_sft(sft_config(args, model, work / "sft", seed, args.budget / 2), progress=progress)
-        middle = latest_checkpoint(first)
-        assert middle is not None
-        run = train_rl(
-            rl_config(args, middle, work / "rl", seed, args.budget / 2, "semi_eps1"), progress=progress
-        )
-        a, b = spent(first, "sft"), spent(run, "rl")
-        used = {k: a[k] + b[k] for k in a}
-    else:
-        run = train_rl(rl_config(args, model, work / "rl", seed, args.budget, method), progress=progress)
-        used = spent(run, "rl")
-    checkpoint = latest_checkpoint(run)
-    assert checkpoint is not None
-    return checkpoint, used
+def merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    out = dict(second)
+    for key in ("steps", "updates", "samples", "seconds"):
+        out[key] = first[key] + second[key]
+    out["sft_steps"] = first["steps"]
+    return out
 
 
-def splits(args: argparse.Namespace) -> tuple[list[Any], list[Any], list[tuple[str, int]]]:
-    """The training and held-out expert trajectories, and the held-out (task, seed) instances."""
-    from train.data import SimSource, load, split
-
-    source = target_source(args)
-    trajectories = load([SimSource(tasks=source["tasks"], seeds=source["seeds"])])
-    train, val = split(trajectories, args.heldout, 0)
-    instances = []
-    for trajectory in val:
-        _, name, seed = trajectory.source.split(":")
-        instances.append((name, int(seed)))
-    return train, val, instances
-
-
-def evaluate(args: argparse.Namespace, checkpoint: Path, train: list[Any], val: list[Any],
-             instances: list[tuple[str, int]]) -> dict[str, float]:  # fmt: skip
+# -- evaluation -----------------------------------------------------------------------------------
+def evaluate(setting: Setting, checkpoint: Path, heldout: list[Any], control: list[Any]) -> dict[str, Any]:
+    """SOP, step accuracy and online success of a checkpoint on the held-out and control data."""
     from agent.checkpoint import checkpoint_system_prompt
     from agent.geometry import ResizeSettings
     from agent.local_policy import LocalPolicy
@@ -206,95 +351,741 @@ def evaluate(args: argparse.Namespace, checkpoint: Path, train: list[Any], val: 
     from train.rollout import TransformersEngine
 
     prompt = PromptSettings(
-        resize=ResizeSettings(**resize(args)), system_prompt=checkpoint_system_prompt(checkpoint)
+        resize=ResizeSettings(**resize(setting)), system_prompt=checkpoint_system_prompt(checkpoint)
     )
-    engine = TransformersEngine(PolicyModel(checkpoint, prompt=prompt), seed=0)
-    result = sop(engine, val, prompt=prompt, max_new_tokens=args.max_new_tokens)
-    seen = sop(engine, train, prompt=prompt, max_new_tokens=args.max_new_tokens)  # did it learn its data?
-    online = 0
-    policy = LocalPolicy(checkpoint, prompt=prompt)
-    for name, seed in instances:  # one (task, seed) each: its own initial state
-        settings = OnlineSettings(tasks=[name], seeds=[seed], max_steps=args.online_steps,
-                                  max_new_tokens=args.max_new_tokens)  # fmt: skip
-        online += online_success(policy, settings, prompt=prompt)["success_rate"] == 1.0
-    return {"pg": result["pg"], "tsr": result["tsr"], "online": online / len(instances) if instances else 0.0,
-            "train_pg": seen["pg"], "train_tsr": seen["tsr"]}  # fmt: skip
+    engine = TransformersEngine(PolicyModel(checkpoint, prompt=prompt, device=setting.device), seed=0)
+    out: dict[str, Any] = {}
+    for name, data in (("heldout", heldout), ("control", control)):
+        result = sop(engine, data, prompt=prompt, max_new_tokens=setting.max_new_tokens)
+        names = {t.id: t.source for t in data}
+        out[name] = {
+            "pg": result["pg"],
+            "tsr": result["tsr"],
+            # keyed by source (sim:FAMILY:SEED), the same for every arm and seed
+            "per_trajectory": {names[r["id"]]: [r["matched"], r["steps"]] for r in result["per_trajectory"]},
+        }
+    out["heldout"].update(step_accuracy(engine, heldout, prompt, setting.max_new_tokens))
+    policy = LocalPolicy(checkpoint, prompt=prompt, device=setting.device)
+    for name, split in (("heldout", "heldout"), ("control", "control")):
+        episodes = []
+        for source in sources(setting, split):
+            online = OnlineSettings(
+                tasks=source["tasks"],
+                seeds=source["seeds"],
+                max_steps=setting.online_steps,
+                max_new_tokens=setting.max_new_tokens,
+                display=setting.display,
+            )
+            episodes += online_success(policy, online, prompt=prompt)["episodes"]
+        out[name]["online"] = sum(e["success"] for e in episodes) / len(episodes) if episodes else 0.0
+        out[name]["online_episodes"] = {f"{e['task']}:{e['seed']}": bool(e["success"]) for e in episodes}
+    return out
 
 
-def spread(values: list[float]) -> str:
-    mean = statistics.fmean(values)
-    return f"{mean:.3f} ± {statistics.stdev(values):.3f}" if len(values) > 1 else f"{mean:.3f}"
+def step_accuracy(engine: Any, data: list[Any], prompt: Any, max_new_tokens: int) -> dict[str, Any]:
+    """Greedy, every mismatch patched with the expert's action (the history is the expert's where
+    the model erred): accuracy per step, on grounding steps, and after a trajectory's first mistake."""
+    from train.model import Sampling
+    from train.rollout import RolloutSettings, SemiOnlineRollout
+
+    roller = SemiOnlineRollout(
+        engine, RolloutSettings(n=1, temperature=0.0, max_new_tokens=max_new_tokens), prompt=prompt
+    )
+    greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
+    steps, grounding, after = [0, 0], [0, 0], [0, 0]
+    for trajectory in data:
+        (rollout,) = roller.run(trajectory, n=1, sampling=greedy, threshold=-1)
+        first = rollout.matched_steps
+        for i, record in enumerate(rollout.steps):
+            hit = int(record.matched)
+            steps[0] += hit
+            steps[1] += 1
+            if trajectory.steps[i].expert.action in ("click", "long_press"):
+                grounding[0] += hit
+                grounding[1] += 1
+            if i > first:
+                after[0] += hit
+                after[1] += 1
+    return {
+        "step_accuracy": steps[0] / max(steps[1], 1),
+        "grounding_accuracy": grounding[0] / max(grounding[1], 1),
+        "after_mistake": after,
+    }
 
 
-def table(results: dict[str, Any]) -> str:
-    head = (f"{'method':<12} {'SOP PG':>15} {'SOP TSR':>15} {'online success':>15} {'train-split PG':>15} "
-            f"{'train-split TSR':>15} {'steps':>6} {'samples':>8} {'train s':>8}")  # fmt: skip
-    lines = ["held-out trajectories and instances; train-split SOP on the training trajectories", head,
-             "-" * len(head)]  # fmt: skip
-    for name, runs in results.items():
-        if not runs:
+# -- pieces ---------------------------------------------------------------------------------------
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+@dataclass
+class Bench:
+    setting: Setting
+    cache: Path
+    progress: bool = True
+    say: Callable[[str], None] = field(default=lambda text: print(text, flush=True))
+
+    @property
+    def home(self) -> Path:
+        return self.cache / self.setting.key()
+
+    # the initial model
+    def initial(self) -> dict[str, Any]:
+        """The initial model, SFT until the gate (cached): its gate record and evaluation."""
+        done = read_json(self.home / "initial.json")
+        if done is not None:
+            return done
+        from agent.tiny_model import MODEL_SIZES, ensure_tiny_model
+        from train.checkpoints import latest_checkpoint
+        from train.sft import train_sft
+
+        s = self.setting
+        random_model = ensure_tiny_model(self.cache / "models", MODEL_SIZES[s.model_size])
+        run_dir = self.home / "initial-run"
+        heldout, control = trajectories(s, "heldout"), trajectories(s, "control")
+        # The checks so far, kept as they are made: a run stopped between them goes on from the
+        # last checked checkpoint (the SFT run resumes from it).
+        progress = self.home / "initial-checks.json"
+        checks: list[dict[str, Any]] = (read_json(progress) or {}).get("checks", [])
+        steps = checks[-1]["steps"] if checks else 0
+        if checks and (checks[-1]["grounding_accuracy"] >= s.gate or steps >= s.gate_max_steps):
+            steps -= s.gate_every  # the deciding check is done; only the record below is missing
+            checks.pop()
+        started = time.perf_counter()
+        while True:
+            steps = min(steps + s.gate_every, s.gate_max_steps)
+            self.say(
+                f"initial model: SFT to step {steps} on {len(s.families)} families x {s.initial_seeds} seeds"
+            )
+            train_sft(
+                sft_config(s, random_model, run_dir, 0, "initial", max_steps=steps), progress=self.progress
+            )
+            checkpoint = latest_checkpoint(run_dir)
+            assert checkpoint is not None
+            engine, prompt = self._engine(checkpoint)
+            check = step_accuracy(engine, heldout, prompt, s.max_new_tokens)
+            checks.append({"steps": steps, **check})
+            write_json(progress, {"checks": checks})
+            self.say(
+                f"  step {steps}: held-out grounding accuracy {check['grounding_accuracy']:.3f}, "
+                f"step accuracy {check['step_accuracy']:.3f}"
+            )
+            if check["grounding_accuracy"] >= s.gate or steps >= s.gate_max_steps:
+                break
+        model = self.home / "initial-model"
+        shutil.rmtree(model, ignore_errors=True)
+        shutil.copytree(checkpoint, model)
+        passed = checks[-1]["grounding_accuracy"] >= s.gate
+        record = {
+            "passed": passed,
+            "gate": s.gate,
+            "checks": checks,
+            "model": str(model),
+            "train_seconds": time.perf_counter() - started,
+            "evaluation": evaluate(s, model, heldout, control),
+        }
+        write_json(self.home / "initial.json", record)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return record
+
+    def _engine(self, checkpoint: Path) -> tuple[Any, Any]:
+        from agent.checkpoint import checkpoint_system_prompt
+        from agent.geometry import ResizeSettings
+        from agent.prompt import PromptSettings
+        from train.model import PolicyModel
+        from train.rollout import TransformersEngine
+
+        prompt = PromptSettings(
+            resize=ResizeSettings(**resize(self.setting)), system_prompt=checkpoint_system_prompt(checkpoint)
+        )
+        return TransformersEngine(
+            PolicyModel(checkpoint, prompt=prompt, device=self.setting.device), seed=0
+        ), prompt
+
+    def gate_or_stop(self) -> dict[str, Any]:
+        record = self.initial()
+        if not record["passed"] and self.setting.gate_enforced:
+            last = record["checks"][-1]
+            raise SystemExit(
+                f"perception-bound: after {last['steps']} SFT steps the initial model grounds "
+                f"{last['grounding_accuracy']:.0%} of held-out clicks (gate {self.setting.gate:.0%}); "
+                "comparing training methods on it would measure noise. Use a larger model "
+                "(--model-size small) or more image tokens."
+            )
+        return record
+
+    # calibration
+    def calibration_piece(self, method: str, lr: float) -> dict[str, Any]:
+        """A short RL run of ``method`` at ``lr`` on seed 0 (eta 0: every group with any spread is
+        kept, and the spreads are recorded for choosing eta)."""
+        path = self.home / "calibration" / f"{method}-lr{lr:g}.json"
+        piece = read_json(path)
+        if piece is not None:
+            return piece
+        from train.rl import train_rl
+
+        s = self.setting
+        model = Path(self.gate_or_stop()["model"])
+        self.say(f"calibration: {method} at lr {lr:g}, {s.calibration_budget:.0f} s")
+        with tempfile.TemporaryDirectory(prefix="calibrate-", dir=self.cache) as tmp:
+            config = rl_config(s, model, Path(tmp) / "rl", 0, method, s.calibration_budget, lr, 0.0)
+            piece = {
+                "method": method,
+                "lr": lr,
+                **signal(train_rl(config, progress=self.progress), "rl", s.mini_batches),
+            }
+        write_json(path, piece)
+        return piece
+
+    def calibration_pieces(self) -> list[tuple[str, float]]:
+        return [(method, lr) for method in CALIBRATED for lr in self.setting.lr_grid]
+
+    def calibration(self) -> dict[str, Any]:
+        """The learning rate of each RL method and eta, from the calibration runs (each cached)."""
+        runs = {f"{m}@{lr:g}": self.calibration_piece(m, lr) for m, lr in self.calibration_pieces()}
+        chosen = {m: choose_lr([r for r in runs.values() if r["method"] == m]) for m in CALIBRATED}
+        spreads = [x for r in runs.values() for x in r["spreads"]]
+        return {"lr": chosen, "eta": choose_eta(spreads), "runs": runs}
+
+    def lr_of(self, method: str, calibration: dict[str, Any]) -> float:
+        if method in ("sft",):
+            return self.setting.initial_lr
+        return float(calibration["lr"]["offline" if method == "offline" else "semi_eps1"])
+
+    # arms
+    def arm(self, arm: str, seed: int) -> dict[str, Any]:
+        path = self.home / "arms" / f"{arm}-seed{seed}.json"
+        done = read_json(path)
+        if done is not None:
+            return done
+        from train.checkpoints import latest_checkpoint
+        from train.rl import train_rl
+        from train.sft import train_sft
+
+        s = self.setting
+        record = self.gate_or_stop()
+        calibration = self.calibration()
+        model = Path(record["model"])
+        lr, eta = self.lr_of(arm, calibration), calibration["eta"]
+        self.say(
+            f"arm {arm}, seed {seed}: {s.budget:.0f} s of training"
+            + ("" if arm == "sft" else f", lr {lr:g}, eta {eta:g}")
+        )
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix=f"arm-{arm}-", dir=self.cache) as tmp:
+            work = Path(tmp)
+            if arm == "sft":
+                run = train_sft(
+                    sft_config(s, model, work / "sft", seed, "train", max_seconds=s.budget),
+                    progress=self.progress,
+                )
+                trained = signal(run, "sft", 1)
+            elif arm == "sft+semi":
+                first = train_sft(
+                    sft_config(s, model, work / "sft", seed, "train", max_seconds=s.budget / 2),
+                    progress=self.progress,
+                )
+                middle = latest_checkpoint(first)
+                assert middle is not None
+                lr = self.lr_of("semi_eps1", calibration)
+                run = train_rl(
+                    rl_config(s, middle, work / "rl", seed, "semi_eps1", s.budget / 2, lr, eta),
+                    progress=self.progress,
+                )
+                trained = merged(signal(first, "sft", 1), signal(run, "rl", s.mini_batches))
+            else:
+                run = train_rl(
+                    rl_config(s, model, work / "rl", seed, arm, s.budget, lr, eta), progress=self.progress
+                )
+                trained = signal(run, "rl", s.mini_batches)
+            checkpoint = latest_checkpoint(run)
+            assert checkpoint is not None
+            scores = evaluate(s, checkpoint, trajectories(s, "heldout"), trajectories(s, "control"))
+        piece = {
+            "arm": arm,
+            "seed": seed,
+            "lr": lr,
+            "eta": eta,
+            "training": trained,
+            "evaluation": scores,
+            "wall_seconds": time.perf_counter() - started,
+        }
+        write_json(path, piece)
+        h = scores["heldout"]
+        self.say(
+            f"  {arm} seed {seed}: held-out SOP TSR {h['tsr']:.3f}, PG {h['pg']:.3f}, online {h['online']:.3f}; "
+            f"{trained['updates']} updates in {trained['seconds']:.0f} s"
+        )
+        return piece
+
+    def cached_arms(self) -> list[dict[str, Any]]:
+        return [
+            p for path in sorted((self.home / "arms").glob("*.json")) if (p := read_json(path)) is not None
+        ]
+
+
+def choose_lr(runs: Sequence[dict[str, Any]]) -> float:
+    """The rate whose mean clip fraction is in the band and nearest its geometric middle, else the nearest."""
+    import math
+
+    middle = math.sqrt(CLIP_BAND[0] * CLIP_BAND[1])
+
+    def distance(run: dict[str, Any]) -> tuple[bool, float]:
+        clip = max(run["clip_fraction"], 1e-9)
+        return (not CLIP_BAND[0] <= clip <= CLIP_BAND[1], abs(math.log(clip / middle)))
+
+    return float(min(runs, key=distance)["lr"])
+
+
+def choose_eta(spreads: Sequence[float]) -> float:
+    """The paper's eta unless it drops more than half of the groups with any spread; then the
+    largest smaller step that keeps half."""
+    live = [x for x in spreads if x > 0]
+    if not live:
+        return ETA_STEPS[0]
+    for eta in ETA_STEPS:
+        if sum(x > eta for x in live) >= len(live) / 2:
+            return eta
+    return ETA_STEPS[-1]
+
+
+# -- the table ------------------------------------------------------------------------------------
+def bootstrap(
+    values: dict[int, dict[str, float]], reps: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean and 95% interval of per-trajectory values keyed by training seed, resampling seeds and
+    trajectories (the same draws for every quantity compared with this seed)."""
+    rng = random.Random(seed)
+    seeds = sorted(values)
+    ids = sorted(set.intersection(*(set(v) for v in values.values()))) if values else []
+    if not ids:
+        return (0.0, 0.0, 0.0)
+    mean = statistics.fmean(values[s][i] for s in seeds for i in ids)
+    draws = []
+    for _ in range(reps):
+        picked = [rng.choice(seeds) for _ in seeds]
+        chosen = [rng.choice(ids) for _ in ids]
+        draws.append(statistics.fmean(values[s][i] for s in picked for i in chosen))
+    draws.sort()
+    return mean, draws[int(0.025 * reps)], draws[int(0.975 * reps) - 1]
+
+
+def per_trajectory(piece: dict[str, Any], split: str, metric: str) -> dict[str, float]:
+    rows = piece["evaluation"][split]["per_trajectory"]
+    if metric == "tsr":
+        return {i: float(m == n) for i, (m, n) in rows.items()}
+    return {i: m / n for i, (m, n) in rows.items()}
+
+
+def summarise(
+    setting: Setting, initial: dict[str, Any] | None, pieces: list[dict[str, Any]]
+) -> dict[str, Any]:
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for piece in pieces:
+        arms.setdefault(piece["arm"], []).append(piece)
+    rows: dict[str, Any] = {}
+    for arm in [a for a in ARMS if a in arms]:
+        runs = arms[arm]
+        row: dict[str, Any] = {"seeds": sorted(r["seed"] for r in runs)}
+        for split, metric in (("heldout", "tsr"), ("heldout", "pg"), ("control", "tsr")):
+            row[f"{split}_{metric}"] = bootstrap({r["seed"]: per_trajectory(r, split, metric) for r in runs})
+        history_ids = {
+            i for i in runs[0]["evaluation"]["heldout"]["per_trajectory"] if family_of_id(i) in HISTORY
+        }
+        row["history_tsr"] = bootstrap(
+            {
+                r["seed"]: {i: v for i, v in per_trajectory(r, "heldout", "tsr").items() if i in history_ids}
+                for r in runs
+            }
+        )
+        for key in ("online", "step_accuracy", "grounding_accuracy"):
+            row[key] = statistics.fmean(r["evaluation"]["heldout"][key] for r in runs)
+        row["control_online"] = statistics.fmean(r["evaluation"]["control"]["online"] for r in runs)
+        after = [sum(r["evaluation"]["heldout"]["after_mistake"][i] for r in runs) for i in (0, 1)]
+        row["heldout_after_mistake"] = after[0] / after[1] if after[1] else None
+        train = [r["training"] for r in runs]
+        for key in ("updates", "samples", "seconds", "groups_kept", "groups_dropped", "clip_fraction", "kl"):
+            if all(key in t for t in train):
+                row[key] = statistics.fmean(t[key] for t in train)
+        if all("samples_at_step" in t for t in train):
+            width = max(len(t["samples_at_step"]) for t in train)
+            row["samples_at_step"] = [
+                sum(t["samples_at_step"][i] if i < len(t["samples_at_step"]) else 0 for t in train)
+                / len(train)
+                for i in range(width)
+            ]
+            done = [sum(t["after_mistake"][i] for t in train) for i in (0, 1)]
+            row["train_after_mistake"] = done[0] / done[1] if done[1] else None
+        row["lr"], row["eta"] = runs[0]["lr"], runs[0]["eta"]
+        rows[arm] = row
+    verdict = None
+    if "semi_eps1" in arms and "offline" in arms:
+        a = {r["seed"]: per_trajectory(r, "heldout", "tsr") for r in arms["semi_eps1"]}
+        b = {r["seed"]: per_trajectory(r, "heldout", "tsr") for r in arms["offline"]}
+        common = sorted(set(a) & set(b))
+        diff = bootstrap({s: {i: a[s][i] - b[s][i] for i in a[s] if i in b[s]} for s in common})
+        passed = bool(initial and initial["passed"])
+        verdict = {
+            "semi_eps1_minus_offline_tsr": diff,
+            "gate_passed": passed,
+            "refuted": passed and diff[2] < 0.10,
+            "seeds": common,
+        }
+    return {"initial": initial_row(initial), "arms": rows, "verdict": verdict}
+
+
+def family_of_id(trajectory_id: str) -> str:
+    parts = trajectory_id.split(":")
+    return parts[1] if len(parts) > 2 else trajectory_id
+
+
+def initial_row(initial: dict[str, Any] | None) -> dict[str, Any] | None:
+    if initial is None:
+        return None
+    e = initial["evaluation"]
+    return {
+        "passed": initial["passed"],
+        "checks": initial["checks"],
+        "heldout_tsr": e["heldout"]["tsr"],
+        "heldout_pg": e["heldout"]["pg"],
+        "online": e["heldout"]["online"],
+        "control_tsr": e["control"]["tsr"],
+        "control_online": e["control"]["online"],
+        "step_accuracy": e["heldout"]["step_accuracy"],
+        "grounding_accuracy": e["heldout"]["grounding_accuracy"],
+    }
+
+
+def render(summary: dict[str, Any]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    def ci(v: Sequence[float]) -> str:
+        return f"{v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]"
+
+    scores = Table(title="held-out instances (95% intervals over seeds x trajectories)")
+    for col in (
+        "arm",
+        "SOP TSR",
+        "SOP PG",
+        "history TSR",
+        "online",
+        "step acc",
+        "control TSR",
+        "control online",
+    ):
+        scores.add_column(col, justify="left" if col == "arm" else "right")
+    init = summary["initial"]
+    if init:
+        scores.add_row(
+            "initial",
+            f"{init['heldout_tsr']:.2f}",
+            f"{init['heldout_pg']:.2f}",
+            "",
+            f"{init['online']:.2f}",
+            f"{init['step_accuracy']:.2f}",
+            f"{init['control_tsr']:.2f}",
+            f"{init['control_online']:.2f}",
+        )
+    for arm, r in summary["arms"].items():
+        scores.add_row(
+            arm,
+            ci(r["heldout_tsr"]),
+            ci(r["heldout_pg"]),
+            ci(r["history_tsr"]),
+            f"{r['online']:.2f}",
+            f"{r['step_accuracy']:.2f}",
+            ci(r["control_tsr"]),
+            f"{r['control_online']:.2f}",
+        )
+    signal_table = Table(title="training signal (mean per seed)")
+    for col in (
+        "arm",
+        "lr",
+        "eta",
+        "updates",
+        "samples",
+        "kept/dropped",
+        "clip",
+        "KL",
+        "samples by step index",
+        "match after 1st miss (train / held-out)",
+    ):
+        signal_table.add_column(col, justify="left" if col == "arm" else "right")
+    for arm, r in summary["arms"].items():
+        kept = f"{r['groups_kept']:.0f}/{r['groups_dropped']:.0f}" if "groups_kept" in r else "-"
+        by_step = " ".join(f"{x:.0f}" for x in r.get("samples_at_step", [])) or "-"
+        train_after = r.get("train_after_mistake")
+        held_after = r.get("heldout_after_mistake")
+        after = (
+            (f"{train_after:.2f}" if train_after is not None else "-")
+            + " / "
+            + (f"{held_after:.2f}" if held_after is not None else "-")
+        )
+        signal_table.add_row(
+            arm,
+            f"{r['lr']:g}",
+            f"{r['eta']:g}" if arm != "sft" else "-",
+            f"{r['updates']:.0f}",
+            f"{r['samples']:.0f}",
+            kept,
+            f"{r.get('clip_fraction', 0):.3f}" if kept != "-" else "-",
+            f"{r.get('kl', 0):.1e}" if kept != "-" else "-",
+            by_step,
+            after,
+        )
+    console = Console(width=160, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(scores)
+    console.print(signal_table)
+    text = console.export_text()
+    verdict = summary["verdict"]
+    if verdict:
+        d = verdict["semi_eps1_minus_offline_tsr"]
+        text += (
+            f"semi-online (eps 1) minus offline RL, held-out SOP TSR: {ci(d)} over seeds {verdict['seeds']}; "
+            + (
+                "refuted at this scale (the interval lies below +0.10)"
+                if verdict["refuted"]
+                else "not refuted"
+                if verdict["gate_passed"]
+                else "no verdict: the gate was not passed"
+            )
+            + "\n"
+        )
+    return text
+
+
+# -- running --------------------------------------------------------------------------------------
+def machine() -> dict[str, Any]:
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+
+
+def needs() -> list[str]:
+    """What this benchmark needs that may be missing: packages and the fonts the phone draws with."""
+    missing = [
+        p
+        for p in ("torch", "transformers", "peft", "rich", "adbutils")
+        if importlib.util.find_spec(p) is None
+    ]
+    from PIL import ImageFont
+
+    from devices.sim.render import FONT_FILES
+
+    if not any(_has_font(ImageFont, name) for name in FONT_FILES):
+        missing.append("DejaVu Sans (Debian: fonts-dejavu-core): without it list marks and icons are boxes")
+    return missing
+
+
+def _has_font(image_font: Any, name: str) -> bool:
+    try:
+        image_font.truetype(name, 12)
+    except OSError:
+        return False
+    return True
+
+
+def dry_run(bench: Bench, args: argparse.Namespace) -> str:
+    """The plan: the setting, the splits, the pieces still to run, and what is missing here."""
+    s = bench.setting
+    lines = [f"setting {s.key()} (cache {bench.home}):"]
+    lines += [f"  {k} = {v}" for k, v in asdict(s).items() if k not in ("families", "control")]
+    for split in ("initial", "train", "heldout", "control"):
+        chosen = sources(s, split)
+        seeds = sum(len(c["seeds"]) for c in chosen)
+        lines.append(
+            f"  {split}: {len(chosen)} families, {seeds} instances: "
+            + ", ".join(f"{c['tasks'][0]} {c['seeds'][:3]}" for c in chosen)
+        )
+    todo = [
+        f"{m}@{lr:g}"
+        for m, lr in bench.calibration_pieces()
+        if read_json(bench.home / "calibration" / f"{m}-lr{lr:g}.json") is None
+    ]
+    arms = [
+        f"{a}:{seed}"
+        for a, seed in pieces(args)
+        if read_json(bench.home / "arms" / f"{a}-seed{seed}.json") is None
+    ]
+    initial = (
+        "cached"
+        if read_json(bench.home / "initial.json")
+        else f"to build (checked every {s.gate_every} steps)"
+    )
+    lines.append(f"initial model: {initial}")
+    lines.append(f"calibration runs to do ({s.calibration_budget:.0f} s each): {' '.join(todo) or 'none'}")
+    lines.append(
+        f"arm x seed pieces to do ({s.budget:.0f} s of training each, {args.jobs} at a time): "
+        f"{' '.join(arms) or 'none'}"
+    )
+    missing = needs()
+    lines.append("missing: " + ("; ".join(missing) if missing else "nothing"))
+    import torch
+
+    if s.device.startswith("cuda") and not torch.cuda.is_available():
+        lines.append("note: no CUDA device here; this plan runs where torch.cuda.is_available()")
+    return "\n".join(lines) + "\n"
+
+
+def pieces(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """Seed by seed, so that a run cut short leaves every arm compared on the first seeds."""
+    return [(arm, seed) for seed in args.seeds for arm in args.arms]
+
+
+def run_pieces(bench: Bench, args: argparse.Namespace) -> None:
+    """The missing calibration runs, then the missing arm x seed pieces, ``--jobs`` at a time
+    (each in its own process, as on a GPU several fit side by side)."""
+    bench.gate_or_stop()
+    calibrations = [
+        ("calibration", m, str(lr))
+        for m, lr in bench.calibration_pieces()
+        if read_json(bench.home / "calibration" / f"{m}-lr{lr:g}.json") is None
+    ]
+    arms = [
+        ("arm", a, str(s))
+        for a, s in pieces(args)
+        if read_json(bench.home / "arms" / f"{a}-seed{s}.json") is None
+    ]
+    for wave in (calibrations, arms):
+        if args.jobs <= 1 or len(wave) <= 1:
+            for kind, name, value in wave:
+                run_piece(bench, kind, name, value)
             continue
-        cols = [spread([r[k] for r in runs]) for k in ("pg", "tsr", "online", "train_pg", "train_tsr")]
-        used = [statistics.fmean(r[k] for r in runs) for k in ("steps", "samples", "seconds")]
-        lines.append(f"{name:<12} {cols[0]:>15} {cols[1]:>15} {cols[2]:>15} {cols[3]:>15} {cols[4]:>15} "
-                     f"{used[0]:>6.1f} {used[1]:>8.0f} {used[2]:>8.1f}")  # fmt: skip
-    return "\n".join(lines)
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(piece: tuple[str, str, str]) -> int:
+            cmd = [
+                sys.executable,
+                __file__,
+                "piece",
+                "--piece",
+                ":".join(piece),
+                "--quiet",
+                *args.passthrough,
+            ]
+            return subprocess.run(cmd, check=False).returncode
+
+        with ThreadPoolExecutor(args.jobs) as pool:
+            failed = [p for p, rc in zip(wave, pool.map(one, wave), strict=True) if rc != 0]
+        if failed:
+            raise SystemExit(f"pieces failed: {failed}; run again to see why (finished pieces are kept)")
+
+
+def run_piece(bench: Bench, kind: str, name: str, value: str) -> None:
+    if kind == "calibration":
+        bench.calibration_piece(name, float(value))
+    else:
+        bench.arm(name, int(value))
+
+
+def setting_from(args: argparse.Namespace) -> Setting:
+    base = QUICK if args.quick else GPU if args.gpu else Setting()
+    updates = {
+        k: getattr(args, k)
+        for k in ("model_size", "image_tokens", "budget", "device")
+        if getattr(args, k) is not None
+    }
+    return replace(base, **updates)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument(
+        "command", nargs="?", default="all", choices=("all", "initial", "calibrate", "run", "table")
+    )
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds")
-    parser.add_argument("--budget", type=float, default=60.0, help="seconds of training per method and seed")
-    parser.add_argument("--model-size", choices=("tiny", "small"), default="tiny")
-    parser.add_argument("--image-tokens", type=int, default=32, help="image tokens per screenshot at most")
-    parser.add_argument("--tasks", nargs="+", default=TARGET_TASKS)
-    parser.add_argument("--instances", type=int, default=6, help="seeds of each target task (instances)")
-    parser.add_argument("--heldout", type=float, default=0.3, help="share of trajectories held out")
-    parser.add_argument("--base-steps", type=int, default=200, help="SFT steps of the initial model")
-    parser.add_argument("--base-lr", type=float, default=2e-3)
-    parser.add_argument("--sft-lr", type=float, default=1e-3)
-    parser.add_argument("--rl-lr", type=float, default=1e-4)
-    parser.add_argument("--n", type=int, default=4, help="rollouts per task")
-    parser.add_argument("--tasks-per-step", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--online-steps", type=int, default=8, help="step limit of an online episode")
+    parser.add_argument("--quick", action="store_true", help="a minute-scale setting of every piece (CI)")
+    parser.add_argument(
+        "--gpu", action="store_true", help="the one-GPU setting (small model, 256 image tokens)"
+    )
+    parser.add_argument("--model-size", choices=("tiny", "small"))
+    parser.add_argument("--image-tokens", type=int, help="image tokens per screenshot at most (default 128)")
+    parser.add_argument("--budget", type=float, help="seconds of training per arm and seed (default 240)")
+    parser.add_argument("--device", help="cpu (default) or cuda")
+    parser.add_argument("--jobs", type=int, default=1, help="arm x seed pieces run side by side (GPU)")
+    parser.add_argument("--threads", type=int, help="torch threads per process (default: torch's)")
     parser.add_argument("--cache", type=Path, default=ROOT / ".cache" / "learning")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=Path, help="also write the summary here")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the plan and what is missing; train nothing"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--piece", help=argparse.SUPPRESS)  # one piece, for --jobs: KIND:NAME:VALUE
     args = parser.parse_args()
+    args.passthrough = _without(
+        [a for a in sys.argv[1:] if a not in COMMANDS],
+        ("--arms", "--seeds", "--jobs", "--json", "--piece", "--quiet"),
+    )
 
     import logging
 
     logging.getLogger("transformers").setLevel(logging.ERROR)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    setting = setting_from(args)
+    bench = Bench(setting, args.cache, progress=not args.quiet)
     info = machine()
-    print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
-    model = initial_model(args, args.cache)
-    train, val, instances = splits(args)
-    print(f"model: {args.model_size}, {args.image_tokens} image tokens at most; {len(args.tasks)} target tasks, "
-          f"{len(train)} training and {len(val)} held-out trajectories, {len(instances)} held-out instances online; "
-          f"budget {args.budget:.0f} s per method and seed", flush=True)  # fmt: skip
-    results: dict[str, Any] = {"initial": [{**evaluate(args, model, train, val, instances),
-                                            "steps": 0, "samples": 0, "seconds": 0.0}]}  # fmt: skip
-    print(table(results), flush=True)
-    for method in args.methods:
-        results[method] = []
-        for seed in args.seeds:
-            with tempfile.TemporaryDirectory(prefix=f"learning-{method}-") as tmp:
-                started = time.perf_counter()
-                checkpoint, used = train_method(args, method, seed, model, Path(tmp))
-                scores = evaluate(args, checkpoint, train, val, instances)
-                results[method].append({**scores, **used, "seed": seed})
-                print(f"  {method} seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in scores.items())
-                      + f"; {used['steps']} steps, {used['seconds']:.0f} s of training, "
-                      f"{time.perf_counter() - started:.0f} s in all", flush=True)  # fmt: skip
-    print(table(results))
-    if args.json:
-        out = {"machine": info, "args": {k: str(v) for k, v in vars(args).items()}, "results": results}
-        args.json.write_text(json.dumps(out, indent=2), encoding="utf-8")
+    print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()), flush=True)
+    if args.dry_run:
+        print(dry_run(bench, args), end="")
+        return 1 if needs() else 0
+    if args.command == "piece":
+        run_piece(bench, *args.piece.split(":"))
+        return 0
+    if args.command in ("all", "initial"):
+        bench.gate_or_stop()
+    if args.command in ("all", "calibrate"):
+        calibration = bench.calibration()
+        print(
+            "calibration: lr "
+            + ", ".join(f"{m} {v:g}" for m, v in calibration["lr"].items())
+            + f"; eta {calibration['eta']:g}",
+            flush=True,
+        )
+    if args.command in ("all", "run"):
+        run_pieces(bench, args)
+    if args.command in ("all", "table"):
+        initial = read_json(bench.home / "initial.json")
+        summary = summarise(setting, initial, bench.cached_arms())
+        print(render(summary), end="")
+        if args.json:
+            write_json(args.json, {"machine": info, "setting": asdict(setting), **summary})
     return 0
+
+
+def _without(argv: list[str], options: tuple[str, ...]) -> list[str]:
+    """``argv`` less the given options and their values."""
+    out: list[str] = []
+    skipping = False
+    for item in argv:
+        if item in options:
+            skipping = True
+            continue
+        if skipping and not item.startswith("--"):
+            continue
+        skipping = False
+        out.append(item)
+    return out
 
 
 if __name__ == "__main__":

@@ -1,0 +1,109 @@
+"""The learning benchmark's own rules: disjoint splits, the calibration choices, the intervals."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def learning() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("learning_benchmark", REPO / "benchmarks" / "learning.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("family", ["add_several_to_cart", "star_two_files", "favorite_contact"])
+def test_splits_are_disjoint_and_held_out_combinations_are_never_trained(learning, family: str) -> None:  # type: ignore[no-untyped-def]
+    seeds = {split: learning.split_seeds(family, split, 12) for split in ("initial", "train", "heldout")}
+    assert not set(seeds["initial"]) & set(seeds["train"])
+    assert not set(seeds["heldout"]) & (set(seeds["initial"]) | set(seeds["train"]))
+    combos = {split: {learning._combo(family, s) for s in found} for split, found in seeds.items()}
+    if family in learning.HISTORY:  # unseen combinations ...
+        assert not combos["heldout"] & (combos["initial"] | combos["train"])
+        # ... of items each trained in another combination
+        trained_items = {v for c in combos["initial"] | combos["train"] for v in _values(c)}
+        assert all(v in trained_items for c in combos["heldout"] for v in _values(c))
+
+
+def _values(combo: str) -> set[str]:
+    import json
+
+    return {str(v) for v in json.loads(combo).values()}
+
+
+def test_the_learning_rate_is_the_one_whose_clip_fraction_sits_in_the_band(learning) -> None:  # type: ignore[no-untyped-def]
+    runs = [
+        {"lr": 3e-5, "clip_fraction": 0.001},
+        {"lr": 1e-4, "clip_fraction": 0.05},
+        {"lr": 3e-4, "clip_fraction": 0.4},
+    ]
+    assert learning.choose_lr(runs) == 1e-4
+    assert learning.choose_lr([runs[0], runs[2]]) == 3e-4  # none in the band: the nearest in log distance
+
+
+def test_eta_is_lowered_only_when_the_papers_drops_most_groups_with_signal(learning) -> None:  # type: ignore[no-untyped-def]
+    assert learning.choose_eta([0.0, 0.35, 0.4, 0.2]) == 0.3  # 2 of 3 live groups above 0.3
+    assert learning.choose_eta([0.0, 0.15, 0.12, 0.4]) == 0.1  # 0.3 and 0.2 keep 1 of 3
+    assert learning.choose_eta([]) == 0.3
+
+
+def test_the_interval_is_paired_and_covers_the_mean(learning) -> None:  # type: ignore[no-untyped-def]
+    same = {0: {"a": 1.0, "b": 0.0}, 1: {"a": 1.0, "b": 0.0}}
+    mean, low, high = learning.bootstrap(same)
+    assert (mean, low, high) == (0.5, 0.0, 1.0)
+    better = {0: {"a": 0.2, "b": 0.2}, 1: {"a": 0.2, "b": 0.2}}
+    assert learning.bootstrap(better) == pytest.approx((0.2, 0.2, 0.2))
+
+
+def _piece(arm: str, seed: int, solved: list[bool]) -> dict:  # type: ignore[type-arg]
+    rows = {f"sim:wifi_on:{i}": [4 if ok else 1, 4] for i, ok in enumerate(solved)}
+    split = {
+        "per_trajectory": rows,
+        "online": 0.0,
+        "step_accuracy": 0.5,
+        "grounding_accuracy": 0.5,
+        "after_mistake": [1, 2],
+    }
+    training = {"updates": 4, "samples": 32, "seconds": 1.0}
+    return {
+        "arm": arm,
+        "seed": seed,
+        "lr": 1e-4,
+        "eta": 0.3,
+        "training": training,
+        "evaluation": {"heldout": split, "control": split},
+    }
+
+
+@pytest.mark.parametrize(("semi", "gate", "refuted"), [(4, True, True), (10, True, False), (4, False, False)])
+def test_the_refutation_rule(learning, semi: int, gate: bool, refuted: bool) -> None:  # type: ignore[no-untyped-def]
+    """Refuted: the gate passed and the interval of (semi eps 1 - offline) in held-out TSR lies below +0.10."""
+    offline = [i < 4 for i in range(20)]  # 4 of 20 held-out trajectories solved
+    better = [i < semi for i in range(20)]
+    pieces = [
+        _piece(arm, seed, solved)
+        for seed in (0, 1, 2)
+        for arm, solved in (("offline", offline), ("semi_eps1", better))
+    ]
+    initial = {
+        "passed": gate,
+        "checks": [],
+        "evaluation": {
+            "heldout": {**pieces[0]["evaluation"]["heldout"], "tsr": 0.0, "pg": 0.0},
+            "control": {"tsr": 0.0, "online": 0.0},
+        },
+    }
+    verdict = learning.summarise(learning.QUICK, initial, pieces)["verdict"]
+    assert verdict["refuted"] is refuted
+    assert verdict["semi_eps1_minus_offline_tsr"][0] == pytest.approx((semi - 4) / 20)
