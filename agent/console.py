@@ -48,9 +48,23 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"{DISTRIBUTION} {version(DISTRIBUTION)}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
-    # A callback keeps typer from collapsing a one-command app into that command.
+def _root(
+    _version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the installed version and exit.",
+    ),
+) -> None:
+    # A callback also keeps typer from collapsing a one-command app into that command.
     pass
 
 

@@ -31,8 +31,9 @@ def test_help_lists_the_package_commands() -> None:
     assert "agent" in result.stdout
 
 
-def test_version_prints_the_distribution_version() -> None:
-    result = run("version")
+@pytest.mark.parametrize("argv", [("version",), ("--version",)])
+def test_version_prints_the_distribution_version(argv: tuple[str, ...]) -> None:
+    result = run(*argv)
     assert result.returncode == 0
     assert result.stdout.strip() == f"ui-s1 {version('ui-s1')}"
 
