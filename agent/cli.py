@@ -72,7 +72,12 @@ run_app = typer.Typer(help="Run one episode on a device.", add_completion=False)
 @run_app.command("run")
 def run_episode(
     goal: Annotated[str, typer.Argument(help='What to do, e.g. "Turn on Wi-Fi".')],
-    device: Annotated[str, typer.Option("--device", "-d", help="Device serial (see `uis1 devices list`).")],
+    device: Annotated[
+        str,
+        typer.Option(
+            "--device", "-d", envvar="ANDROID_SERIAL", help="Device serial (see `uis1 devices list`)."
+        ),
+    ],
     policy: Annotated[
         str, typer.Option(help="vllm (an OpenAI-compatible server) or local (in-process).")
     ] = "vllm",
@@ -83,7 +88,12 @@ def run_episode(
         str | None, typer.Option("--served-model", help="Served model or adapter name.")
     ] = None,
     model: Annotated[Path | None, typer.Option(help="Checkpoint directory for --policy local.")] = None,
-    adb_server: Annotated[str | None, typer.Option(help="adb server host:port.")] = None,
+    adb_server: Annotated[
+        str | None, typer.Option(help="adb server host:port (default: adb's own, ANDROID_ADB_SERVER_PORT).")
+    ] = None,
+    start_adb: Annotated[
+        bool, typer.Option("--start-adb", help="Start a local adb server when none answers.")
+    ] = False,
     max_steps: Annotated[int | None, typer.Option(help="Step budget.")] = None,
 ) -> None:
     """Run one episode on a device and print each step as it happens."""
@@ -112,8 +122,15 @@ def run_episode(
     import adbutils
 
     from devices.adb import AdbDriver
+    from devices.adb_server import AdbServer, default_server, server_answers
 
-    host, _, port = (adb_server or settings.adb_server).rpartition(":")
+    host, _, port = (adb_server or settings.adb_server or default_server()).rpartition(":")
+    if not server_answers(host, int(port)):
+        if not (start_adb and host in ("127.0.0.1", "localhost")):
+            typer.echo(f"error: no adb server answers at {host}:{port}: start one (`adb start-server`), "
+                       "pass --start-adb, or name another with --adb-server", err=True)  # fmt: skip
+            raise typer.Exit(2)
+        AdbServer(port=int(port)).start()
     driver = AdbDriver(adbutils.AdbClient(host=host, port=int(port)), device)
     store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
     store.migrate()

@@ -52,8 +52,10 @@ class AgentSettings(BaseSettings):
     policy: VllmSettings = VllmSettings()
     episode: EpisodeSettings = EpisodeSettings()
     resize: ResizeSettings = ResizeSettings()
-    adb_server: str = Field(
-        "127.0.0.1:5037", description="The adb server `uis1 run` uses (`uis1 devices` takes --server)"
+    adb_server: str | None = Field(
+        None,
+        description="The adb server `uis1 run` uses (default: adb's own, from ADB_SERVER_SOCKET or "
+        "ANDROID_ADB_SERVER_PORT, else 127.0.0.1:5037)",
     )
 
 

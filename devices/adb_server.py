@@ -18,6 +18,23 @@ import adbutils
 DEFAULT_PORT = 5037
 
 
+def default_server() -> str:
+    """The adb server adb itself would use, as ``host:port``: ``ADB_SERVER_SOCKET`` (``tcp:HOST:PORT``
+    or ``tcp:PORT``), else ``ANDROID_ADB_SERVER_ADDRESS`` and ``ANDROID_ADB_SERVER_PORT``, else
+    127.0.0.1:5037."""
+    socket_spec = os.environ.get("ADB_SERVER_SOCKET", "")
+    if socket_spec.startswith("tcp:"):
+        host, _, port = socket_spec.removeprefix("tcp:").rpartition(":")
+        return f"{host or '127.0.0.1'}:{port}"
+    host = os.environ.get("ANDROID_ADB_SERVER_ADDRESS") or "127.0.0.1"
+    return f"{host}:{os.environ.get('ANDROID_ADB_SERVER_PORT') or DEFAULT_PORT}"
+
+
+def default_port() -> int:
+    """The port of adb's default server (see ``default_server``)."""
+    return int(default_server().rpartition(":")[2])
+
+
 def find_adb(explicit: str | None = None) -> str:
     """The adb binary: ``explicit``, else the one in the adbutils wheel, else ``adb`` on PATH."""
     if explicit:

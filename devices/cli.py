@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from devices.adb_server import default_port, default_server
+
 app = typer.Typer(help="Android devices on adb servers: list, connect, disconnect.", no_args_is_help=True,
                   add_completion=False)  # fmt: skip
 # `uis1 sim ...` (its own entry point, so the simulator is one word away).
@@ -36,7 +38,7 @@ def list_devices(
     ] = None,
 ) -> None:
     """List the devices every adb server knows, with their states."""
-    pool = _pool(server or ["127.0.0.1:5037"])
+    pool = _pool(server or [default_server()])
     asyncio.run(pool.refresh())
     for address in sorted(pool.unreachable):
         typer.echo(f"error: no adb server answers at {address} (start one with `adb start-server`)", err=True)
@@ -57,12 +59,14 @@ def connect(
     address: Annotated[
         str, typer.Argument(help="The device's host:port (wireless debugging, a remote emulator).")
     ],
-    server: Annotated[str, typer.Option("--server", "-s", help="adb server host:port.")] = "127.0.0.1:5037",
+    server: Annotated[
+        str | None, typer.Option("--server", "-s", help="adb server host:port (default: adb's own).")
+    ] = None,
 ) -> None:
     """Attach a network device to an adb server (``adb connect``)."""
     from devices.base import DeviceGone
 
-    pool = _pool([server])
+    pool = _pool([server or default_server()])
     try:
         device = asyncio.run(pool.connect(address))
     except DeviceGone as exc:
@@ -74,10 +78,12 @@ def connect(
 @app.command("disconnect")
 def disconnect(
     address: Annotated[str, typer.Argument(help="The device's host:port.")],
-    server: Annotated[str, typer.Option("--server", "-s", help="adb server host:port.")] = "127.0.0.1:5037",
+    server: Annotated[
+        str | None, typer.Option("--server", "-s", help="adb server host:port (default: adb's own).")
+    ] = None,
 ) -> None:
     """Detach a network device from its adb server."""
-    asyncio.run(_pool([server]).disconnect(address))
+    asyncio.run(_pool([server or default_server()]).disconnect(address))
     typer.echo(f"disconnected {address}")
 
 
@@ -85,8 +91,11 @@ def disconnect(
 def sim_start(
     count: Annotated[int, typer.Option("--count", "-n", min=1, max=32, help="How many phones.")] = 1,
     port: Annotated[
-        int, typer.Option(help="Port of the local adb server to attach them to (started if needed).")
-    ] = 5037,
+        int | None,
+        typer.Option(
+            help="Port of the local adb server to attach them to, started if needed (default: adb's own)."
+        ),
+    ] = None,
     width: Annotated[int, typer.Option(help="Screen width in pixels.")] = 1080,
     height: Annotated[int, typer.Option(help="Screen height in pixels.")] = 2400,
     display: Annotated[
@@ -101,7 +110,7 @@ def sim_start(
     if display not in PROFILES:
         raise typer.BadParameter(f"choose one of {', '.join(PROFILES)}", param_hint="--display")
 
-    server = AdbServer(port=port)
+    server = AdbServer(port=port if port is not None else default_port())
     started_here = not server.is_running()
     server.start()
     stop = threading.Event()
@@ -112,7 +121,8 @@ def sim_start(
             device = fleet.add(width=width, height=height, display=PROFILES[display])
             typer.echo(device.serial)
         typer.echo(
-            f"{count} simulated phone(s) on the adb server at 127.0.0.1:{port}; Ctrl-C stops them", err=True
+            f"{count} simulated phone(s) on the adb server at 127.0.0.1:{server.port}; Ctrl-C stops them",
+            err=True,
         )
         stop.wait()
     if started_here:

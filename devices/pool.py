@@ -27,7 +27,7 @@ import adbutils
 from adbutils.errors import AdbError
 
 from devices.adb import AdbDriver, DriverSettings
-from devices.adb_server import server_answers
+from devices.adb_server import default_server, server_answers
 from devices.base import DeviceError, DeviceGone
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class PoolEvent:
 
 @dataclass
 class PoolSettings:
-    servers: list[str] = field(default_factory=lambda: ["127.0.0.1:5037"])
+    servers: list[str] = field(default_factory=lambda: [default_server()])  # adb's own by default
     health_interval_s: float = 10.0
     health_timeout_s: float = 5.0
     lease_ttl_s: float = 900.0

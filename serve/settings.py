@@ -10,6 +10,7 @@ from pydantic import Field
 
 from agent.prompt import PromptSettings
 from agent.settings import AgentSettings
+from devices.adb_server import default_server
 from serve.scheduler import SchedulerSettings
 from serve.swap import SwapSettings
 
@@ -24,7 +25,8 @@ class ServeSettings(AgentSettings):
     )
     local_model_dir: Path | None = Field(None, description="Checkpoint directory for policy_backend=local")
     adb_servers: list[str] = Field(
-        default_factory=lambda: ["127.0.0.1:5037"], description="adb servers of the device pool (JSON list)"
+        default_factory=lambda: [default_server()],
+        description="adb servers of the device pool (JSON list; default: adb's own, ANDROID_ADB_SERVER_PORT)",
     )
     max_queue: int = Field(100, gt=0, description="Queued tasks before new ones get 429")
     shutdown_grace_s: float = Field(

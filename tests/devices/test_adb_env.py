@@ -1,0 +1,59 @@
+"""adb's own environment variables are honoured, and no adb server is started unasked."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devices.adb_server import default_server
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "127.0.0.1:5037"),
+        ({"ANDROID_ADB_SERVER_PORT": "5555"}, "127.0.0.1:5555"),
+        ({"ANDROID_ADB_SERVER_ADDRESS": "10.0.0.2", "ANDROID_ADB_SERVER_PORT": "5038"}, "10.0.0.2:5038"),
+        ({"ADB_SERVER_SOCKET": "tcp:adbhost:5039", "ANDROID_ADB_SERVER_PORT": "1"}, "adbhost:5039"),
+        ({"ADB_SERVER_SOCKET": "tcp:5040"}, "127.0.0.1:5040"),
+    ],
+)
+def test_the_default_server_is_adbs_own(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str
+) -> None:
+    for name in ("ADB_SERVER_SOCKET", "ANDROID_ADB_SERVER_ADDRESS", "ANDROID_ADB_SERVER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert default_server() == expected
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_uis1_run_without_an_adb_server_says_so_and_starts_none(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "ANDROID_ADB_SERVER_PORT": str(port),
+        "ANDROID_SERIAL": "emulator-5554",
+        "UIS1_STORE__URL": f"sqlite:///{tmp_path / 'store.db'}",
+    }
+    uis1 = Path(sys.executable).parent / "uis1"
+    result = subprocess.run(
+        [str(uis1), "run", "Turn on Wi-Fi"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2
+    assert f"no adb server answers at 127.0.0.1:{port}" in result.stderr
+    assert "--start-adb" in result.stderr
+    assert "Traceback" not in result.stderr
+    with socket.socket() as sock:  # nothing was started on adb's port
+        assert sock.connect_ex(("127.0.0.1", port)) != 0
