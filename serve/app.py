@@ -98,6 +98,7 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
             settings, store, keys, pool, chosen, runner, registry, jobs, scheduler, swap
         )
         log.info("serving with policy %s on %d device(s)", chosen.model_version, len(pool.devices))
+        await _say_what_is_missing(settings, chosen, pool)
         try:
             yield
         finally:
@@ -175,3 +176,24 @@ def _after_job(swap: HotSwapController | None) -> Callable[[Job], Awaitable[None
 def _route(request: Request) -> str:
     route = request.scope.get("route")
     return getattr(route, "path", "unmatched")
+
+
+async def _say_what_is_missing(settings: ServeSettings, policy: Policy, pool: DevicePool) -> None:
+    """At start, a warning for each dependency that does not answer (the service still starts:
+    tasks wait in the queue, and /readyz says the same)."""
+    health = getattr(policy, "health", None)
+    if health is not None:
+        try:
+            answered = bool(await asyncio.wait_for(health(), 3.0))
+        except Exception:  # a timeout or a refused connection
+            answered = False
+        if not answered:
+            log.warning(
+                "the policy server at %s does not answer: tasks will fail until it does "
+                "(UIS1_POLICY__BASE_URL)",
+                settings.policy.base_url,
+            )
+    if pool.unreachable:
+        log.warning("no adb server answers at %s (UIS1_ADB_SERVERS)", ", ".join(sorted(pool.unreachable)))
+    if not any(d.state.value == "device" for d in pool.devices.values()):
+        log.warning("no device is ready: tasks wait in the queue until one is (uis1 devices list)")

@@ -73,10 +73,14 @@ def html_port() -> Iterator[int]:
 
 
 def test_a_hung_policy_server_fails_a_task_within_the_deadline_and_readiness_answers_fast(
-    make_service: Any, hung_port: int
+    make_service: Any, hung_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     policy = VllmSettings(base_url=f"http://127.0.0.1:{hung_port}", deadline_s=3, timeout_s=60, max_retries=3)
-    service = make_service(own_policy=True, policy=policy)
+    with caplog.at_level("WARNING", logger="serve.app"):
+        service = make_service(own_policy=True, policy=policy)
+    assert (
+        f"the policy server at http://127.0.0.1:{hung_port} does not answer" in caplog.text
+    )  # said at start
     client = service.client(service.agent)
     start = time.monotonic()
     ready = service.client().get("/readyz")
