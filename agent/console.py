@@ -45,6 +45,7 @@ app = typer.Typer(
     help="UI-S1 Agent Service: drive Android phones with a vision-language policy and keep training it.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,  # main() turns errors into one line (--debug: the traceback)
 )
 
 
@@ -74,5 +75,48 @@ def show_version() -> None:
     typer.echo(f"{DISTRIBUTION} {version(DISTRIBUTION)}")
 
 
+DEBUG_FLAG = "--debug"
+
+
+def one_line(exc: BaseException) -> tuple[str, int]:
+    """What went wrong, in one line that says what to do, and the exit code: 2 for input the user
+    can correct (a setting, a config file, a path), 1 for the rest."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or exc.title
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        hint = " (`uis1 settings` checks UIS1_* variables)" if exc.title.endswith("Settings") else ""
+        return f"invalid {exc.title}: {where}: {first['msg']}{more}{hint}", 2
+    kind = type(exc)
+    module = kind.__module__.split(".")[0]
+    text = " ".join(str(exc).split()) or kind.__name__
+    if module == "yaml":
+        return f"not valid YAML: {text}", 2
+    if isinstance(exc, FileNotFoundError | IsADirectoryError | PermissionError):
+        return text, 2
+    if module == "sqlalchemy" and kind.__name__ in ("OperationalError", "InterfaceError"):
+        cause = " ".join(str(getattr(exc, "orig", exc)).split())[:200]
+        return f"the store's database does not answer ({cause}); check UIS1_STORE__URL", 1
+    if isinstance(exc, LookupError | ValueError):
+        return text, 1
+    return f"{kind.__name__}: {text} (run again with {DEBUG_FLAG} for the traceback)", 1
+
+
 def main() -> None:
-    app()
+    """``uis1``: an error the user can act on is one line on stderr and an exit code; ``--debug``
+    (anywhere on the command line) shows the traceback instead."""
+    import sys
+
+    debug = DEBUG_FLAG in sys.argv
+    if debug:
+        sys.argv.remove(DEBUG_FLAG)
+    try:
+        app(standalone_mode=True)
+    except Exception as exc:
+        if debug:
+            raise
+        message, code = one_line(exc)
+        typer.echo(f"error: {message}", err=True)
+        raise SystemExit(code) from None

@@ -50,9 +50,13 @@ def test_the_entry_point_does_not_import_torch() -> None:
 
 def test_agent_parse_reports_errors_with_a_nonzero_exit() -> None:
     ok = subprocess.run(
-        [UIS1, "agent", "parse"], input='<action>{"action": "wait", "time": 2}</action>',
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [UIS1, "agent", "parse"],
+        input='<action>{"action": "wait", "time": 2}</action>',
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert ok.returncode == 0
     assert '"action": "wait"' in ok.stdout
     bad = run("agent", "parse", "no action here")
@@ -77,3 +81,52 @@ def test_the_service_and_its_swap_and_schedule_never_import_the_trainer() -> Non
         "assert not heavy, heavy"
     )
     _assert_python_runs(code)
+
+
+def _run_in(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+    import os
+
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("UIS1_")}
+    environment.update({"UIS1_STORE__URL": f"sqlite:///{tmp_path / 'store.db'}", **env})
+    return subprocess.run(
+        [UIS1, *args], capture_output=True, text=True, timeout=120, check=False, env=environment, cwd=tmp_path
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "code", "says"),
+    [
+        (("models", "show", "nope"), {}, 1, "error: no model version 'nope'"),
+        (
+            ("serve",),
+            {"UIS1_EPISODE__MAX_STEPS": "abc"},
+            2,
+            "error: invalid ServeSettings: episode.max_steps",
+        ),
+        (
+            ("train", "sft", "--config", "bad.yaml"),
+            {},
+            2,
+            "error: bad.yaml: not valid YAML: line 2, column 4",
+        ),
+        (
+            ("trajectories", "list"),
+            {"UIS1_STORE__URL": "postgresql+psycopg://u@127.0.0.1:1/x"},
+            1,
+            "error: the store's database does not answer",
+        ),
+    ],
+)
+def test_a_user_mistake_is_one_line_and_its_exit_code(tmp_path, argv, env, code: int, says: str) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "bad.yaml").write_text("model: [unclosed\n  x: : :\n")
+    result = _run_in(tmp_path, *argv, **env)
+    assert result.returncode == code, result.stderr
+    assert result.stderr.startswith(says), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # one line: no traceback, no log echo
+
+
+def test_debug_shows_the_traceback(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    result = _run_in(tmp_path, "models", "show", "nope", "--debug")
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
+    assert "RegistryError" in result.stderr

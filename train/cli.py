@@ -36,8 +36,16 @@ def _load(path: Path, kind: str, overrides: dict[str, Any]) -> Any:
     try:
         return load_config(path, kind, overrides)
     except (ValidationError, ValueError) as exc:
-        typer.echo(f"{path}: {exc}", err=True)
+        typer.echo(f"error: {config_error(path, exc)}", err=True)
         raise typer.Exit(2) from None
+
+
+def config_error(path: Path, exc: Exception) -> str:
+    """A config file's problem in one line, the file named once."""
+    from agent.console import one_line
+
+    message = one_line(exc)[0]
+    return message if message.startswith(str(path)) else f"{path}: {message}"
 
 
 @app.command("sft")
@@ -130,7 +138,7 @@ def retrain(
     try:
         settings = load_retrain_config(config)
     except (ValidationError, ValueError) as exc:
-        typer.echo(f"{config}: {exc}", err=True)
+        typer.echo(f"error: {config_error(config, exc)}", err=True)
         raise typer.Exit(2) from None
     if check:
         typer.echo(f"{config}: valid (stages {', '.join(settings.stages)}, work_dir {settings.work_dir})")

@@ -143,15 +143,31 @@ RunConfig = Annotated[RLConfig | SFTConfig | EvalConfig, Field(discriminator="ki
 
 
 def read_file(path: Path) -> dict[str, Any]:
+    """A config file's mapping; a file that does not parse is a ValueError naming it and the place."""
     text = path.read_text(encoding="utf-8")
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+            raise ValueError(f"{path}: not valid YAML: {where}{exc.problem or exc.context}") from None
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     elif path.suffix == ".toml":
-        data = tomllib.loads(text)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from None
     elif path.suffix == ".json":
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"{path}: not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            ) from None
     else:
         raise ValueError(f"{path}: a run config is .yaml, .toml or .json")
     if not isinstance(data, dict):
