@@ -97,7 +97,19 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def run_round(client: httpx.AsyncClient, n: int, steps: int) -> dict[str, Any]:
+def rss_mib(pid: int) -> float:
+    """The resident memory of a process (Linux /proc), in MiB; 0 where there is no /proc."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    line = next((x for x in status.splitlines() if x.startswith("VmRSS:")), "VmRSS: 0 kB")
+    return int(line.split()[1]) / 1024
+
+
+async def run_round(client: httpx.AsyncClient, n: int, steps: int, pid: int) -> dict[str, Any]:
+    idle = rss_mib(pid)
+    peak = idle
     started = time.monotonic()
     responses = await asyncio.gather(*(client.post("/v1/tasks", json={"goal": f"bench {i}", "max_steps": steps + 2})
                                        for i in range(n)))  # fmt: skip
@@ -107,6 +119,7 @@ async def run_round(client: httpx.AsyncClient, n: int, steps: int) -> dict[str, 
         ids.append(response.json()["id"])
     while True:  # two one-row queries a second: the benchmark's own load on the service stays small
         await asyncio.sleep(1.0)
+        peak = max(peak, rss_mib(pid))
         busy = [(await client.get("/v1/tasks", params={"status": s, "limit": 1})).json()["tasks"]
                 for s in ("pending", "running")]  # fmt: skip
         if not any(busy):
@@ -146,6 +159,7 @@ async def run_round(client: httpx.AsyncClient, n: int, steps: int) -> dict[str, 
         "policy_p50_ms": pct(policy, 0.5) * 1000, "policy_p95_ms": pct(policy, 0.95) * 1000,
         "device_p50_ms": pct(device, 0.5) * 1000, "device_p95_ms": pct(device, 0.95) * 1000,
         "step_p50_ms": pct(walls, 0.5) * 1000, "step_p95_ms": pct(walls, 0.95) * 1000,
+        "rss_idle_mib": idle, "rss_peak_mib": peak, "rss_per_episode_mib": (peak - idle) / n,
     }  # fmt: skip
 
 
@@ -213,7 +227,8 @@ def main() -> None:
         if args.service_checkout is not None:
             env["PYTHONPATH"] = str(args.service_checkout.resolve())
         log = (workdir / "service.log").open("wb")
-        processes.append(subprocess.Popen([uis1, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT))
+        service = subprocess.Popen([uis1, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        processes.append(service)
         base = f"http://127.0.0.1:{api_port}"
         deadline = time.monotonic() + 60
         while True:
@@ -236,7 +251,7 @@ def main() -> None:
                     for device in fleet.devices:
                         device.phone.reset()
                     print(f"round: {n} concurrent episode(s) x {args.steps} steps ...", flush=True)
-                    results.append(await run_round(client, n, args.steps))
+                    results.append(await run_round(client, n, args.steps, service.pid))
 
         asyncio.run(measure())
     finally:
@@ -254,13 +269,15 @@ def main() -> None:
           f"episode, phones {args.width}x{args.height}, images {args.image_transport}, capture {args.capture} "
           f"({machine()})")  # fmt: skip
     header = (f"{'episodes':>8} {'steps/s':>8} {'overhead/step':>14} {'share':>6} {'in-step p50':>11} "
-              f"{'p95':>7} {'policy p50':>10} {'device p50':>10} {'p95':>7} {'step p50':>8} {'p95':>7}")  # fmt: skip
+              f"{'p95':>7} {'policy p50':>10} {'device p50':>10} {'p95':>7} {'step p50':>8} {'p95':>7} "
+              f"{'RSS peak':>9} {'/episode':>9}")  # fmt: skip
     print(header)
     for r in results:
         print(f"{r['episodes']:>8} {r['steps_per_s']:>8.2f} {r['overhead_ms_per_step']:>11.1f} ms "
               f"{r['overhead_share'] * 100:>5.1f}% {r['in_step_overhead_p50_ms']:>8.1f} ms "
               f"{r['in_step_overhead_p95_ms']:>4.0f} ms {r['policy_p50_ms']:>7.0f} ms {r['device_p50_ms']:>7.0f} ms "
-              f"{r['device_p95_ms']:>4.0f} ms {r['step_p50_ms']:>5.0f} ms {r['step_p95_ms']:>4.0f} ms")  # fmt: skip
+              f"{r['device_p95_ms']:>4.0f} ms {r['step_p50_ms']:>5.0f} ms {r['step_p95_ms']:>4.0f} ms "
+              f"{r['rss_peak_mib']:>5.0f} MiB {r['rss_per_episode_mib']:>5.1f} MiB")  # fmt: skip
         if set(r["statuses"]) != {"succeeded"}:
             print(f"{'':>8} statuses: {r['statuses']}")
     if args.json:
