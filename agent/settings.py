@@ -63,6 +63,9 @@ class AgentSettings(BaseSettings):
 OTHER_VARIABLES = frozenset({
     "UIS1_VLLM_VENV", "UIS1_VLLM_VERSION", "UIS1_VLLM_SCRATCH", "UIS1_VLLM_MAX_MODEL_LEN",
     "UIS1_SERVED_MODEL_NAME", "UIS1_TEST_POSTGRES_URL", "UIS1_INTERCHANGE_DATA",
+    # the operator's own hardware tests (deploy/README.md, "Validating your own hardware")
+    "UIS1_TEST_PHONE", "UIS1_TEST_PHONE_SERIAL", "UIS1_TEST_ADB_HOST", "UIS1_TEST_ADB_PORT",
+    "UIS1_TEST_GPU", "UIS1_TEST_VLLM_URL", "UIS1_TEST_VLLM_MODEL", "UIS1_TEST_VLLM_API_KEY",
 })  # fmt: skip
 
 
