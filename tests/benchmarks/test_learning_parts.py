@@ -86,7 +86,9 @@ def _piece(arm: str, seed: int, solved: list[bool]) -> dict:  # type: ignore[typ
     }
 
 
-@pytest.mark.parametrize(("semi", "gate", "refuted"), [(4, True, True), (10, True, False), (4, False, False)])
+@pytest.mark.parametrize(
+    ("semi", "gate", "refuted"), [(4, True, True), (6, True, False), (10, True, False), (4, False, False)]
+)
 def test_the_refutation_rule(learning, semi: int, gate: bool, refuted: bool) -> None:  # type: ignore[no-untyped-def]
     """Refuted: the gate passed and the interval of (semi eps 1 - offline) in held-out TSR lies below +0.10."""
     offline = [i < 4 for i in range(20)]  # 4 of 20 held-out trajectories solved
