@@ -127,8 +127,11 @@ def run_episode(
     host, _, port = (adb_server or settings.adb_server or default_server()).rpartition(":")
     if not server_answers(host, int(port)):
         if not (start_adb and host in ("127.0.0.1", "localhost")):
-            typer.echo(f"error: no adb server answers at {host}:{port}: start one (`adb start-server`), "
-                       "pass --start-adb, or name another with --adb-server", err=True)  # fmt: skip
+            typer.echo(
+                f"error: no adb server answers at {host}:{port}: start one (`adb start-server`), "
+                "pass --start-adb, or name another with --adb-server",
+                err=True,
+            )
             raise typer.Exit(2)
         AdbServer(port=int(port)).start()
     driver = AdbDriver(adbutils.AdbClient(host=host, port=int(port)), device)
@@ -175,22 +178,52 @@ def list_trajectories(
     status: Annotated[str | None, typer.Option(help="succeeded, failed, error, cancelled, running.")] = None,
     device: Annotated[str | None, typer.Option(help="Device serial.")] = None,
     limit: Annotated[int, typer.Option(help="How many.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
 ) -> None:
     """List recorded episodes, newest first."""
+    import json
+
     from agent.store import EpisodeQuery
     from agent.trajectory import EpisodeStatus
 
     query = EpisodeQuery(status=EpisodeStatus(status) if status else None, device_serial=device, limit=limit)
-    for episode in _store().query(query):
+    store = _store()
+    found = store.query(query)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "id": e.id,
+                        "created_at": e.created_at.isoformat(),
+                        "status": e.status.value,
+                        "steps": len(e.steps),
+                        "goal": e.goal,
+                    }
+                    for e in found
+                ],
+                indent=2,
+            )
+        )
+        return
+    if not found:
+        from sqlalchemy.engine import make_url
+
+        where = make_url(store.url).render_as_string(hide_password=True)
+        typer.echo(f"no episodes{' matching the filters' if status or device else ''} in {where}", err=True)
+    for episode in found:
         typer.echo(f"{episode.id}  {episode.created_at:%Y-%m-%d %H:%M}  {episode.status.value:<9}  "
                    f"{len(episode.steps):>3} steps  {episode.goal}")  # fmt: skip
 
 
 @trajectories_app.command("show")
-def show_trajectory(episode_id: Annotated[str, typer.Argument(help="Episode id.")]) -> None:
+def show_trajectory(
+    episode_id: Annotated[str, typer.Argument(help="Episode id, or its first characters.")],
+) -> None:
     """Print one episode as schema v1 JSON."""
+    store = _store()
     try:
-        typer.echo(_store().get(episode_id).model_dump_json(indent=2))
+        typer.echo(store.get(store.resolve_id(episode_id)).model_dump_json(indent=2))
     except KeyError:
         typer.echo(f"error: no episode {episode_id}", err=True)
         raise typer.Exit(2) from None

@@ -240,6 +240,28 @@ class TrajectoryStore:
             self.save_step(episode.id, step)
 
     # -- reads ----------------------------------------------------------------------------------
+    def resolve_id(self, prefix: str) -> str:
+        """The id of the one episode whose id is ``prefix`` or starts with it (ids are printed short).
+
+        Raises KeyError when none does, LookupError naming the count when several do."""
+        with self.engine.connect() as conn:
+            if conn.execute(sa.select(episodes.c.id).where(episodes.c.id == prefix)).first() is not None:
+                return prefix
+            escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            found = (
+                conn.execute(
+                    sa.select(episodes.c.id).where(episodes.c.id.like(f"{escaped}%", escape="\\")).limit(11)
+                )
+                .scalars()
+                .all()
+            )
+        if not found:
+            raise KeyError(prefix)
+        if len(found) > 1:
+            many = "more than 10" if len(found) > 10 else str(len(found))
+            raise LookupError(f"{many} episodes start with {prefix!r}: give more of the id")
+        return str(found[0])
+
     def get(self, episode_id: str) -> Episode:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(episodes.c.record).where(episodes.c.id == episode_id)).first()

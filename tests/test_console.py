@@ -130,3 +130,21 @@ def test_debug_shows_the_traceback(tmp_path) -> None:  # type: ignore[no-untyped
     assert result.returncode == 1
     assert "Traceback" in result.stderr
     assert "RegistryError" in result.stderr
+
+
+def test_trajectories_list_says_where_it_looked_and_speaks_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    empty = _run_in(tmp_path, "trajectories", "list")
+    assert empty.returncode == 0
+    assert empty.stderr.strip() == f"no episodes in sqlite:///{tmp_path / 'store.db'}"
+    assert _run_in(tmp_path, "trajectories", "list", "--json").stdout.strip() == "[]"
+    from agent.store import TrajectoryStore
+    from agent.trajectory import Episode
+
+    store = TrajectoryStore(f"sqlite:///{tmp_path / 'store.db'}", tmp_path / "shots")
+    store.save_episode(Episode(id="0123456789abcdef", goal="Turn on Wi-Fi"))
+    store.engine.dispose()
+    listed = _run_in(tmp_path, "trajectories", "list", "--json")
+    assert [e["id"] for e in __import__("json").loads(listed.stdout)] == ["0123456789abcdef"]
+    shown = _run_in(tmp_path, "trajectories", "show", "01234567")  # the short id the demo prints
+    assert shown.returncode == 0, shown.stderr
+    assert '"goal": "Turn on Wi-Fi"' in shown.stdout

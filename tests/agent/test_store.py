@@ -3,6 +3,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from agent.actions import Click
 from agent.interchange import load_jsonl
 from agent.store import EpisodeQuery, TrajectoryStore
@@ -78,3 +80,20 @@ def test_export_with_images_reimports_identically(store: TrajectoryStore, tmp_pa
     again = other.export_jsonl(other.iter_all(), tmp_path / "export2")
     assert again.read_text() == out.read_text()
     assert (tmp_path / "export2" / "images").iterdir().__next__().read_bytes() == b"\x89PNG one"
+
+
+def test_an_episode_is_found_by_the_start_of_its_id(store: TrajectoryStore) -> None:
+    first = Episode(id="abc12345-one", goal="one")
+    second = Episode(id="abc12399-two", goal="two")
+    odd = Episode(id="x_y%z", goal="three")
+    for episode in (first, second, odd):
+        store.save_episode(episode)
+    assert store.resolve_id("abc12345") == first.id
+    assert store.resolve_id(second.id) == second.id
+    with pytest.raises(LookupError, match="2 episodes start with 'abc123'"):
+        store.resolve_id("abc123")
+    with pytest.raises(KeyError):
+        store.resolve_id("nope")
+    with pytest.raises(KeyError):
+        store.resolve_id("x%")  # wildcards in the prefix are matched literally
+    assert store.resolve_id("x_y") == odd.id
