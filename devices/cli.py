@@ -36,17 +36,29 @@ def list_devices(
     server: Annotated[
         list[str] | None, typer.Option("--server", "-s", help="adb server host:port (repeatable).")
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
 ) -> None:
     """List the devices every adb server knows, with their states."""
+    import json
+
     pool = _pool(server or [default_server()])
     asyncio.run(pool.refresh())
     for address in sorted(pool.unreachable):
         typer.echo(f"error: no adb server answers at {address} (start one with `adb start-server`)", err=True)
     if pool.unreachable and len(pool.unreachable) == len(pool.settings.servers):
         raise typer.Exit(1)
+    if as_json:
+        rows = [
+            {"serial": d.serial, "state": d.state.value, "model": d.model, "server": d.server}
+            for d in sorted(pool.devices.values(), key=lambda d: d.serial)
+        ]
+        typer.echo(json.dumps(rows, indent=2))
+        return
     if not pool.devices:
         typer.echo(
-            "no devices (connect one with `uis1 devices connect HOST:PORT`, or start `uis1 sim start`)"
+            f"no devices on {', '.join(pool.settings.servers)} (connect one with `uis1 devices connect "
+            "HOST:PORT`, or start `uis1 sim start`)",
+            err=True,
         )
         return
     typer.echo(f"{'SERIAL':<24} {'STATE':<14} {'MODEL':<20} SERVER")

@@ -165,16 +165,38 @@ def _actor() -> str:
 
 
 @models_app.command("list")
-def list_models() -> None:
+def list_models(
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
+) -> None:
     """Every version with its state and aliases."""
+    import json
+
     _, store, registry = _service_parts()
     aliases: dict[str, list[str]] = {}
     for alias, name in registry.aliases().items():
         aliases.setdefault(name, []).append(alias)
-    for v in registry.versions():
-        marks = ",".join(sorted(aliases.get(v.name, [])))
-        typer.echo(f"{v.name:<36} {v.state:<10} {v.kind:<8} parent={v.parent or '-':<28} {marks}")
+    versions = registry.versions()
     store.engine.dispose()
+    rows = [
+        {
+            "name": v.name,
+            "state": v.state,
+            "kind": v.kind,
+            "parent": v.parent,
+            "aliases": sorted(aliases.get(v.name, [])),
+        }
+        for v in versions
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("no model versions registered (uis1 models register)", err=True)
+    for row in rows:
+        typer.echo(
+            f"{row['name']:<36} {row['state']:<10} {row['kind']:<8} parent={row['parent'] or '-':<28} "
+            f"{','.join(row['aliases'])}"
+        )
 
 
 @models_app.command("show")
@@ -268,15 +290,26 @@ jobs_app = typer.Typer(help="Retraining jobs: list, show; the scheduler.", no_ar
 
 
 @jobs_app.command("list")
-def list_jobs(limit: Annotated[int, typer.Option(min=1)] = 20) -> None:
+def list_jobs(
+    limit: Annotated[int, typer.Option(min=1)] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
+) -> None:
     """Recent jobs, newest first."""
+    import json
+
     from agent.jobs import JobStore
 
     _, store, _ = _service_parts()
-    for job in JobStore(store.engine).list(limit=limit):
+    jobs = JobStore(store.engine).list(limit=limit)
+    store.engine.dispose()
+    if as_json:
+        typer.echo(json.dumps([j.__dict__ for j in jobs], indent=2, default=str))
+        return
+    if not jobs:
+        typer.echo("no jobs yet (uis1 retrain, or POST /v1/jobs)", err=True)
+    for job in jobs:
         typer.echo(f"{job.id[:12]}  {job.created_at:%Y-%m-%d %H:%M}  {job.status:<10} {job.trigger:<10} "
                    f"{job.reason or ''}")  # fmt: skip
-    store.engine.dispose()
 
 
 @jobs_app.command("show")

@@ -57,3 +57,33 @@ def test_uis1_run_without_an_adb_server_says_so_and_starts_none(tmp_path: Path) 
     assert "Traceback" not in result.stderr
     with socket.socket() as sock:  # nothing was started on adb's port
         assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_devices_list_speaks_json_and_says_where_it_looked(adb_server, sim) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    uis1 = Path(sys.executable).parent / "uis1"
+    env = {
+        **os.environ,
+        "ANDROID_ADB_SERVER_PORT": str(adb_server.port),
+    }  # adb's own variable picks the server
+    listed = subprocess.run(
+        [str(uis1), "devices", "list", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["serial"]: row for row in json.loads(listed.stdout)}
+    assert rows[sim.serial]["state"] == "device"
+    assert rows[sim.serial]["server"] == f"127.0.0.1:{adb_server.port}"
+
+
+@pytest.mark.parametrize("command", [("models", "list"), ("jobs", "list")])
+def test_empty_lists_say_so_and_json_is_an_empty_list(tmp_path: Path, command: tuple[str, ...]) -> None:
+    uis1 = Path(sys.executable).parent / "uis1"
+    env = {**os.environ, "UIS1_STORE__URL": f"sqlite:///{tmp_path / 'store.db'}"}
+    plain = subprocess.run([str(uis1), *command], env=env, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0
+    assert plain.stderr.startswith("no ")
+    as_json = subprocess.run(
+        [str(uis1), *command, "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert as_json.stdout.strip() == "[]"
