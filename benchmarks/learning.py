@@ -1067,9 +1067,25 @@ def main() -> int:
     if args.command in ("all", "table"):
         initial = read_json(bench.home / "initial.json")
         summary = summarise(setting, initial, bench.cached_arms())
-        print(render(summary), end="")
+        if initial is None:
+            checks = (read_json(bench.home / "initial-checks.json") or {}).get("checks", [])
+            done = ", ".join(f"{c['grounding_accuracy']:.3f} at {c['steps']}" for c in checks) or "none yet"
+            print(
+                f"the initial model is not built yet; held-out grounding accuracy so far: {done} "
+                f"(gate {setting.gate:.0%}); run `learning.py` to go on"
+            )
+        elif not initial["passed"]:
+            print(
+                "perception-bound: the initial model did not pass the gate; no arm is compared"
+                if setting.gate_enforced
+                else "the initial model did not pass the gate (not enforced here)"
+            )
         if args.json:
             write_json(args.json, {"machine": info, "setting": asdict(setting), **summary})
+        if not summary["arms"]:
+            print("no arm has run yet")
+            return 0
+        print(render(summary), end="")
     return 0
 
 
