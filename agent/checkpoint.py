@@ -114,14 +114,20 @@ def write_system_prompt(path: str | Path, text: str) -> None:
     (Path(path) / PROMPT_FILE).write_text(text, encoding="utf-8")
 
 
+def saved_system_prompt(model_dir: str | Path | None, adapter_dir: str | Path | None = None) -> str | None:
+    """The system prompt saved beside a checkpoint: its adapter's, else its model's (None: neither)."""
+    for where in (adapter_dir, model_dir):
+        if where and (text := read_system_prompt(where)) is not None:
+            return text
+    return None
+
+
 def checkpoint_system_prompt(model_dir: str | Path, adapter_dir: str | Path | None = None) -> str:
     """The system prompt to run a checkpoint with: its adapter's, else its model's, else UI-S1's."""
     from agent.prompt import SYSTEM_PROMPT
 
-    for where in (adapter_dir, model_dir):
-        if where is not None and (text := read_system_prompt(where)) is not None:
-            return text
-    return SYSTEM_PROMPT
+    text = saved_system_prompt(model_dir, adapter_dir)
+    return SYSTEM_PROMPT if text is None else text
 
 
 def vision_token_ids(tokenizer: Any) -> list[int]:

@@ -17,6 +17,7 @@ A version is served with the system prompt it was trained with: registering one 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -24,7 +25,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from agent.checkpoint import read_system_prompt
+from agent.checkpoint import saved_system_prompt
+from agent.prompt import PromptSettings
 from agent.store import metadata
 from agent.trajectory import utcnow
 
@@ -104,6 +106,11 @@ class ModelVersion:
         text = self.info.get("system_prompt")
         return text if isinstance(text, str) else None
 
+    def prompt_of(self, service: PromptSettings) -> PromptSettings:
+        """The prompt to ask this version with: the service's, with the version's system prompt."""
+        text = self.system_prompt
+        return service if text is None else dataclasses.replace(service, system_prompt=text)
+
 
 @dataclass(frozen=True)
 class ModelEvent:
@@ -117,14 +124,6 @@ class ModelEvent:
 
 class RegistryError(LookupError):
     pass
-
-
-def saved_system_prompt(base: str | None, adapter: str | None) -> str | None:
-    """The system prompt saved beside a version's weights (its adapter's first), when they are here."""
-    for where in (adapter, base):
-        if where and (text := read_system_prompt(where)) is not None:
-            return text
-    return None
 
 
 class ModelRegistry:

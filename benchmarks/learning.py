@@ -127,8 +127,8 @@ class Setting:
     device: str = "cpu"
     gate_enforced: bool = True
 
-    def key(self, *parts: str) -> str:
-        blob = json.dumps({"format": FORMAT, **asdict(self), "parts": parts}, sort_keys=True, default=str)
+    def key(self) -> str:
+        blob = json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -219,10 +219,6 @@ def trajectories(setting: Setting, split: str) -> list[Any]:
     from train.data import SimSource, load
 
     return load([SimSource.model_validate(s) for s in sources(setting, split)])
-
-
-def family_of(trajectory: Any) -> str:
-    return str(trajectory.source.split(":")[1])
 
 
 # -- training -------------------------------------------------------------------------------------
@@ -339,21 +335,27 @@ def merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- evaluation -----------------------------------------------------------------------------------
-def evaluate(setting: Setting, checkpoint: Path, heldout: list[Any], control: list[Any]) -> dict[str, Any]:
-    """SOP, step accuracy and online success of a checkpoint on the held-out and control data."""
+def engine_for(setting: Setting, checkpoint: Path) -> tuple[Any, Any]:
+    """A greedy in-process engine on a checkpoint, and the prompt it was trained with."""
     from agent.checkpoint import checkpoint_system_prompt
     from agent.geometry import ResizeSettings
-    from agent.local_policy import LocalPolicy
     from agent.prompt import PromptSettings
-    from train.evaluate import sop
     from train.model import PolicyModel
-    from train.online import OnlineSettings, online_success
     from train.rollout import TransformersEngine
 
     prompt = PromptSettings(
         resize=ResizeSettings(**resize(setting)), system_prompt=checkpoint_system_prompt(checkpoint)
     )
-    engine = TransformersEngine(PolicyModel(checkpoint, prompt=prompt, device=setting.device), seed=0)
+    return TransformersEngine(PolicyModel(checkpoint, prompt=prompt, device=setting.device), seed=0), prompt
+
+
+def evaluate(setting: Setting, checkpoint: Path, heldout: list[Any], control: list[Any]) -> dict[str, Any]:
+    """SOP, step accuracy and online success of a checkpoint on the held-out and control data."""
+    from agent.local_policy import LocalPolicy
+    from train.evaluate import sop
+    from train.online import OnlineSettings, online_success
+
+    engine, prompt = engine_for(setting, checkpoint)
     out: dict[str, Any] = {}
     for name, data in (("heldout", heldout), ("control", control)):
         result = sop(engine, data, prompt=prompt, max_new_tokens=setting.max_new_tokens)
@@ -469,7 +471,7 @@ class Bench:
             )
             checkpoint = latest_checkpoint(run_dir)
             assert checkpoint is not None
-            engine, prompt = self._engine(checkpoint)
+            engine, prompt = engine_for(s, checkpoint)
             check = step_accuracy(engine, heldout, prompt, s.max_new_tokens)
             checks.append({"steps": steps, **check})
             write_json(progress, {"checks": checks})
@@ -494,20 +496,6 @@ class Bench:
         write_json(self.home / "initial.json", record)
         shutil.rmtree(run_dir, ignore_errors=True)
         return record
-
-    def _engine(self, checkpoint: Path) -> tuple[Any, Any]:
-        from agent.checkpoint import checkpoint_system_prompt
-        from agent.geometry import ResizeSettings
-        from agent.prompt import PromptSettings
-        from train.model import PolicyModel
-        from train.rollout import TransformersEngine
-
-        prompt = PromptSettings(
-            resize=ResizeSettings(**resize(self.setting)), system_prompt=checkpoint_system_prompt(checkpoint)
-        )
-        return TransformersEngine(
-            PolicyModel(checkpoint, prompt=prompt, device=self.setting.device), seed=0
-        ), prompt
 
     def gate_or_stop(self) -> dict[str, Any]:
         record = self.initial()

@@ -181,19 +181,12 @@ def _route(request: Request) -> str:
 async def _say_what_is_missing(settings: ServeSettings, policy: Policy, pool: DevicePool) -> None:
     """At start, a warning for each dependency that does not answer (the service still starts:
     tasks wait in the queue, and /readyz says the same)."""
-    health = getattr(policy, "health", None)
-    if health is not None:
-        try:
-            answered = bool(await asyncio.wait_for(health(), 3.0))
-        except Exception:  # a timeout or a refused connection
-            answered = False
-        if not answered:
-            log.warning(
-                "the policy server at %s does not answer: tasks will fail until it does "
-                "(UIS1_POLICY__BASE_URL)",
-                settings.policy.base_url,
-            )
+    if not await system.within(system.policy_answers(policy), 3.0):
+        log.warning(
+            "the policy server at %s does not answer: tasks will fail until it does (UIS1_POLICY__BASE_URL)",
+            settings.policy.base_url,
+        )
     if pool.unreachable:
         log.warning("no adb server answers at %s (UIS1_ADB_SERVERS)", ", ".join(sorted(pool.unreachable)))
-    if not any(d.state.value == "device" for d in pool.devices.values()):
+    if not system.device_ready(pool):
         log.warning("no device is ready: tasks wait in the queue until one is (uis1 devices list)")

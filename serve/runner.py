@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -80,6 +79,11 @@ class NotRunning(LookupError):
 
 class OffScreen(ValueError):
     """A takeover action that does not fit on the screen it would act on."""
+
+
+def end_event(episode: Episode) -> dict[str, Any]:
+    """The stream's last event for a finished episode."""
+    return {"event": "end", "status": episode.status.value, "error": episode.error, "answer": episode.answer}
 
 
 class QueueFull(Exception):
@@ -226,10 +230,9 @@ class TaskRunner:
         if self.registry is None or version is None:
             return self.prompt
         try:
-            text = self.registry.get(version).system_prompt
+            return self.registry.get(version).prompt_of(self.prompt)
         except RegistryError:
             return self.prompt
-        return self.prompt if text is None else dataclasses.replace(self.prompt, system_prompt=text)
 
     async def cancel(self, episode_id: str) -> Episode:
         """Cancel a queued task, or stop a running one before its next step (on any replica)."""
@@ -238,8 +241,7 @@ class TaskRunner:
             cancelled = episode.model_copy(update={"status": EpisodeStatus.CANCELLED, "finished_at": utcnow(),
                                                    "error": "cancelled before it started"})  # fmt: skip
             if await asyncio.to_thread(self.store.transition, cancelled, EpisodeStatus.PENDING):
-                self._publish(episode_id, {"event": "end", "status": cancelled.status.value,
-                                           "error": cancelled.error, "answer": None})  # fmt: skip
+                self._publish(episode_id, end_event(cancelled))
                 self._update_gauges()
                 return cancelled
             episode = await asyncio.to_thread(self.store.get, episode_id)  # a replica just started it
@@ -349,41 +351,34 @@ class TaskRunner:
             sent[step.index] = step_revision(step)
             return True
 
-        def end(episode: Episode) -> dict[str, Any]:
-            return {
-                "event": "end",
-                "status": episode.status.value,
-                "error": episode.error,
-                "answer": episode.answer,
-            }
+        async def stored() -> tuple[Episode, list[dict[str, Any]]]:
+            """The episode as the store has it, and its steps not yet sent in that form."""
+            episode = await asyncio.to_thread(self.store.get, episode_id)
+            return episode, [{"event": "step", "step": step} for step in episode.steps if fresh(step)]
 
         try:
-            episode = await asyncio.to_thread(self.store.get, episode_id)
-            for step in episode.steps:
-                if fresh(step):
-                    yield {"event": "step", "step": step}
+            episode, unsent = await stored()
+            for event in unsent:
+                yield event
             if episode.status.finished:
-                yield end(episode)
+                yield end_event(episode)
                 return
             while True:
                 try:
                     item = await asyncio.wait_for(queue.get(), self.settings.control_poll_s * 2)
                 except TimeoutError:  # the episode may run on another replica: read the store
-                    episode = await asyncio.to_thread(self.store.get, episode_id)
-                    for step in episode.steps:
-                        if fresh(step):
-                            yield {"event": "step", "step": step}
+                    episode, unsent = await stored()
+                    for event in unsent:
+                        yield event
                     if episode.status.finished:
-                        yield end(episode)
+                        yield end_event(episode)
                         return
                     continue
                 if item["event"] == "step" and not fresh(item["step"]):
                     continue
                 if item["event"] == "end":  # steps the store has that were not published here
-                    episode = await asyncio.to_thread(self.store.get, episode_id)
-                    for step in episode.steps:
-                        if fresh(step):
-                            yield {"event": "step", "step": step}
+                    for event in (await stored())[1]:
+                        yield event
                 yield item
                 if item["event"] == "end":
                     return
@@ -565,8 +560,7 @@ class TaskRunner:
             metrics.TASKS.labels(status=final.status.value).inc()
             log.info("task finished", extra={"task_id": final.id, "status": final.status.value, "error": final.error,
                                              "steps": len(final.steps), "device": lease.serial})  # fmt: skip
-            self._publish(final.id, {"event": "end", "status": final.status.value, "error": final.error,
-                                     "answer": final.answer})  # fmt: skip
+            self._publish(final.id, end_event(final))
         except Exception:
             log.exception("episode %s crashed", episode.id)
             crashed = await asyncio.to_thread(self.store.get, episode.id)

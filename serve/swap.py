@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import io
 import logging
 import shlex
@@ -475,10 +474,8 @@ class HotSwapController:
         client = VllmPolicy(
             self.policy.model_copy(update={"base_url": url, "max_retries": 1}), prompt=self.prompt
         )
-        prompt = self.prompt
-        if version.system_prompt is not None:  # the candidate is asked as its tasks will ask it
-            prompt = dataclasses.replace(prompt, system_prompt=version.system_prompt)
-        turns = canary_turns(self.settings.canary_goal, prompt)
+        # the candidate is asked as its tasks will ask it
+        turns = canary_turns(self.settings.canary_goal, version.prompt_of(self.prompt))
         start = time.perf_counter()
         try:
             result = await client.predict(turns, sampling=SamplingSettings(temperature=0.0,

@@ -128,7 +128,11 @@ def keeps_signal(
     A group whose rollouts all did equally well or badly teaches nothing; one with a single
     rollout is kept, as in the released code.
     """
-    spread = group_spread(group, settings)
+    return spread_keeps(group_spread(group, settings), eta)
+
+
+def spread_keeps(spread: float | None, eta: float) -> bool:
+    """The dynamic-sampling rule on a group's R_0 spread (``group_spread``): kept above η."""
     return spread is None or (math.isfinite(spread) and spread > eta)
 
 

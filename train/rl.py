@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from train.advantages import StepSample, group_advantages, group_spread, keeps_signal
+from train.advantages import StepSample, group_advantages, group_spread, spread_keeps
 from train.config import RLConfig
 from train.data import ExpertTrajectory
 from train.evaluate import sop
@@ -71,10 +71,9 @@ def _draw(config: RLConfig, roller: SemiOnlineRollout, stream: Stream[ExpertTraj
         trajectory = stream.next()
         drawn.append(trajectory.id)
         rollouts = roller.run(trajectory)
-        spreads.append(group_spread(_samples(rollouts), config.advantage))
-        if config.dynamic_sampling.enabled and not keeps_signal(
-            _samples(rollouts), config.dynamic_sampling.eta, config.advantage
-        ):
+        spread = group_spread(_samples(rollouts), config.advantage)
+        spreads.append(spread)
+        if config.dynamic_sampling.enabled and not spread_keeps(spread, config.dynamic_sampling.eta):
             dropped.append((trajectory, rollouts))
             continue
         kept.append((trajectory, rollouts))
@@ -155,10 +154,10 @@ def _rollout_metrics(groups: Sequence[Group]) -> dict[str, Any]:
     at_step = [0] * (1 + max(s.step for s in records))
     for record in records:
         at_step[record.step] += 1
-    after = [(s.matched, 1) for r in rollouts for i, s in enumerate(r.steps) if i > r.matched_steps]
+    after = [s.matched for r in rollouts for i, s in enumerate(r.steps) if i > r.matched_steps]
     return {
         "samples_at_step": at_step,
-        "after_mistake": [sum(m for m, _ in after), len(after)],  # matched, steps
+        "after_mistake": [sum(after), len(after)],  # matched, steps
         "reward": sum(s.reward.reward for s in records) / len(records),
         "match_rate": sum(s.matched for s in records) / len(records),
         "patch_rate": sum(s.patched for s in records) / len(records),

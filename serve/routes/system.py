@@ -13,6 +13,8 @@ from fastapi import APIRouter, HTTPException, Response, status
 from fastapi.responses import FileResponse, JSONResponse
 from prometheus_client import generate_latest
 
+from agent.policy import Policy
+from devices.pool import DevicePool
 from serve import metrics
 from serve.deps import AgentKey, StateDep
 from serve.state import ServiceState
@@ -41,10 +43,9 @@ async def readyz(state: StateDep) -> JSONResponse:
     required = set(state.settings.readiness_checks)
     database, policy = await asyncio.gather(
         _probe(state, "database", lambda: asyncio.to_thread(_database_ok, state)),
-        _probe(state, "policy", lambda: _policy_ok(state)),
+        _probe(state, "policy", lambda: policy_answers(state.policy)),
     )
-    checks = {"database": database, "policy": policy,
-              "device": any(d.state.value == "device" for d in state.pool.devices.values())}  # fmt: skip
+    checks = {"database": database, "policy": policy, "device": device_ready(state.pool)}
     ok = all(passed for name, passed in checks.items() if name in required)
     return JSONResponse({"ready": ok, "checks": checks, "required": sorted(required)},
                         status_code=200 if ok else 503)  # fmt: skip
@@ -55,12 +56,17 @@ async def _probe(state: ServiceState, name: str, check: Callable[[], Awaitable[b
     cached = state.probes.get(name)
     if cached is not None and now - cached[0] < PROBE_TTL_S:
         return cached[1]
-    try:
-        passed = bool(await asyncio.wait_for(check(), PROBE_TIMEOUT_S))
-    except Exception:  # a timeout or a failure: not ready
-        passed = False
+    passed = await within(check(), PROBE_TIMEOUT_S)
     state.probes[name] = (time.monotonic(), passed)
     return passed
+
+
+async def within(check: Awaitable[bool], timeout: float) -> bool:
+    """A dependency check bounded in time: a timeout or a failure is False."""
+    try:
+        return bool(await asyncio.wait_for(check, timeout))
+    except Exception:
+        return False
 
 
 def _database_ok(state: ServiceState) -> bool:
@@ -69,9 +75,14 @@ def _database_ok(state: ServiceState) -> bool:
     return True
 
 
-async def _policy_ok(state: ServiceState) -> bool:
-    health = getattr(state.policy, "health", None)
+async def policy_answers(policy: Policy) -> bool:
+    """Whether the policy server answers its health check (an in-process policy always does)."""
+    health = getattr(policy, "health", None)
     return bool(await health()) if health is not None else True
+
+
+def device_ready(pool: DevicePool) -> bool:
+    return any(d.state.value == "device" for d in pool.devices.values())
 
 
 @router.get("/metrics", tags=["system"], response_class=Response,
