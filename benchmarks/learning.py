@@ -452,35 +452,41 @@ class Bench:
         random_model = ensure_tiny_model(self.cache / "models", MODEL_SIZES[s.model_size])
         run_dir = self.home / "initial-run"
         heldout, control = trajectories(s, "heldout"), trajectories(s, "control")
-        # The checks so far, kept as they are made: a run stopped between them goes on from the
-        # last checked checkpoint (the SFT run resumes from it).
+        # The checks so far, kept as they are made: a run stopped between them goes on from its
+        # last checkpoint (the SFT run resumes from it); one stopped after the deciding check only
+        # writes the record below.
         progress = self.home / "initial-checks.json"
         checks: list[dict[str, Any]] = (read_json(progress) or {}).get("checks", [])
-        steps = checks[-1]["steps"] if checks else 0
-        if checks and (checks[-1]["grounding_accuracy"] >= s.gate or steps >= s.gate_max_steps):
-            steps -= s.gate_every  # the deciding check is done; only the record below is missing
-            checks.pop()
+        decided = bool(checks) and (
+            checks[-1]["grounding_accuracy"] >= s.gate or checks[-1]["steps"] >= s.gate_max_steps
+        )
         started = time.perf_counter()
-        while True:
-            steps = min(steps + s.gate_every, s.gate_max_steps)
-            self.say(
-                f"initial model: SFT to step {steps} on {len(s.families)} families x {s.initial_seeds} seeds"
-            )
-            train_sft(
-                sft_config(s, random_model, run_dir, 0, "initial", max_steps=steps), progress=self.progress
-            )
+
+        def check(step: int) -> bool:
+            """The gate check of the checkpoint just saved: true ends the SFT run."""
             checkpoint = latest_checkpoint(run_dir)
             assert checkpoint is not None
             engine, prompt = engine_for(s, checkpoint)
-            check = step_accuracy(engine, heldout, prompt, s.max_new_tokens)
-            checks.append({"steps": steps, **check})
+            result = step_accuracy(engine, heldout, prompt, s.max_new_tokens)
+            checks.append({"steps": step, **result})
             write_json(progress, {"checks": checks})
             self.say(
-                f"  step {steps}: held-out grounding accuracy {check['grounding_accuracy']:.3f}, "
-                f"step accuracy {check['step_accuracy']:.3f}"
+                f"  step {step}: held-out grounding accuracy {result['grounding_accuracy']:.3f}, "
+                f"step accuracy {result['step_accuracy']:.3f}"
             )
-            if check["grounding_accuracy"] >= s.gate or steps >= s.gate_max_steps:
-                break
+            return bool(result["grounding_accuracy"] >= s.gate)
+
+        if not decided:
+            self.say(
+                f"initial model: SFT on {len(s.families)} families x {s.initial_seeds} seeds, "
+                f"checked every {s.gate_every} steps (at most {s.gate_max_steps})"
+            )
+            config = sft_config(
+                s, random_model, run_dir, 0, "initial", max_steps=s.gate_max_steps, save_every=s.gate_every
+            )
+            train_sft(config, progress=self.progress, after_save=check)
+        checkpoint = latest_checkpoint(run_dir)
+        assert checkpoint is not None
         model = self.home / "initial-model"
         shutil.rmtree(model, ignore_errors=True)
         shutil.copytree(checkpoint, model)
@@ -985,7 +991,15 @@ def setting_from(args: argparse.Namespace) -> Setting:
     base = QUICK if args.quick else GPU if args.gpu else Setting()
     updates = {
         k: getattr(args, k)
-        for k in ("model_size", "image_tokens", "budget", "device")
+        for k in (
+            "model_size",
+            "image_tokens",
+            "budget",
+            "device",
+            "initial_lr",
+            "gate_every",
+            "gate_max_steps",
+        )
         if getattr(args, k) is not None
     }
     return replace(base, **updates)
@@ -1008,6 +1022,11 @@ def main() -> int:
     parser.add_argument("--image-tokens", type=int, help="image tokens per screenshot at most (default 128)")
     parser.add_argument("--budget", type=float, help="seconds of training per arm and seed (default 240)")
     parser.add_argument("--device", help="cpu (default) or cuda")
+    parser.add_argument(
+        "--initial-lr", type=float, help="the initial model's SFT learning rate (default 1e-3)"
+    )
+    parser.add_argument("--gate-every", type=int, help="SFT steps between gate checks (default 300)")
+    parser.add_argument("--gate-max-steps", type=int, help="SFT steps at most for the gate (default 3000)")
     parser.add_argument("--jobs", type=int, default=1, help="arm x seed pieces run side by side (GPU)")
     parser.add_argument("--threads", type=int, help="torch threads per process (default: torch's)")
     parser.add_argument("--cache", type=Path, default=ROOT / ".cache" / "learning")

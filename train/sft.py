@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,12 @@ def _item(run: Run, example: Example, thoughts: bool) -> Item:
     return Item(run.policy.sample(turns, responses[-1]))
 
 
-def train_sft(config: SFTConfig, *, progress: bool = True) -> Path:
+def train_sft(
+    config: SFTConfig, *, progress: bool = True, after_save: Callable[[int], bool] | None = None
+) -> Path:
+    """Train, saving every ``save_every`` steps and at the end. ``after_save(step)`` is called after
+    each save (single-process runs); a true answer ends training there (an early stop on a check the
+    caller makes of the saved checkpoint, without reloading the data for each stretch)."""
     run = open_run(config)
     examples = [Example(t, i) for t in run.train for i in range(len(t.steps))]
     stream: Stream[Example] = Stream(examples, config.seed, run.position)
@@ -78,6 +84,8 @@ def train_sft(config: SFTConfig, *, progress: bool = True) -> Path:
                 tracker.log(run.step, metrics)
             if run.step % config.save_every == 0 or run.step == total:
                 save(config, run, stream.position, metrics, "sft")
+                if after_save is not None and after_save(run.step):
+                    break
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{update['loss']:.4f}")
