@@ -204,6 +204,35 @@ def test_a_time_budget_ends_sft_and_rl_after_the_step_that_spends_it(
         assert [p.name for p in (run / "checkpoints").iterdir()] == ["step-000001"]  # and the last is saved
 
 
+def test_sft_stops_after_the_save_whose_check_says_so(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``after_save`` sees each saved step; a true answer ends the run there (the learning benchmark's
+    gate checks stop its initial model's SFT this way)."""
+    from train.config import SFTConfig
+    from train.sft import train_sft
+
+    seen: list[int] = []
+
+    def check(step: int) -> bool:
+        seen.append(step)
+        return step == 4
+
+    config = SFTConfig.model_validate(
+        {
+            "model": tiny_model_dir,
+            "output_dir": tmp_path / "sft",
+            "data": SIM_DATA,
+            "resize": RESIZE,
+            "batch_size": 1,
+            "max_steps": 10,
+            "save_every": 2,
+        }
+    )
+    run = train_sft(config, progress=False, after_save=check)
+    assert seen == [2, 4]
+    assert [m["step"] for m in metrics(run)] == [1, 2, 3, 4]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000002", "step-000004"]
+
+
 def _adapter_unlike_its_base(tiny_model_dir: Path, out: Path) -> Path:
     """An adapter checkpoint (as SFT with LoRA saves one) whose policy differs from its base."""
     from agent.geometry import ResizeSettings
