@@ -14,11 +14,11 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 from agent.geometry import ScreenGeometry
-from agent.prompt import build_conversation
+from agent.prompt import ImagePart, build_conversation, prepare_image
 from train.config import SFTConfig
 from train.data import ExpertTrajectory
 from train.learner import Item, out_of_time
@@ -26,30 +26,43 @@ from train.rollout import expert_response
 from train.runs import Run, Stream, open_run, save
 from train.tracking import Tracker, progress_bar
 
+# Decoded, resized screenshots kept across epochs (least recently used first out): decoding and
+# resizing a 1080x2400 PNG is most of an example's preparation on a CPU, and every example shows up
+# to ``image_limit`` of them. The number kept is this many bytes at the run's largest image.
+IMAGE_CACHE_BYTES = 1 << 30
+
 
 @dataclass(frozen=True)
 class Example:
     trajectory: ExpertTrajectory
     step: int
+    index: int  # the trajectory's place in the run's training data (the image cache's key)
 
 
-def expert_responses(
-    trajectory: ExpertTrajectory, run: Run, upto: int, thoughts: bool
-) -> tuple[list[Any], list[str]]:
-    """Screenshots 0..upto and the expert's responses for steps 0..upto (the last is the target),
-    each action in pixels of its screenshot as the model sees it resized."""
-    screenshots: list[Any] = []
+Images = Callable[[int, int], ImagePart]  # (trajectory index, step index) -> the prepared screenshot
+
+
+def image_cache(run: Run) -> Images:
+    """The run's training screenshots, each decoded and resized once while the cache holds it."""
+    slots = max(1, IMAGE_CACHE_BYTES // (3 * run.prompt.resize.max_pixels))
+
+    @lru_cache(maxsize=slots)
+    def image(trajectory: int, step: int) -> ImagePart:
+        return prepare_image(run.train[trajectory].steps[step].screenshot(), run.prompt)
+
+    return image
+
+
+def _item(run: Run, example: Example, thoughts: bool, images: Images) -> Item:
+    """The expert's response at one step, after its earlier responses and the screens still shown
+    (``image_limit``), each action in pixels of its screenshot as the model sees it resized."""
+    upto, first_shown = example.step, example.step + 1 - run.prompt.image_limit
+    shown = [images(example.index, i) if i >= first_shown else None for i in range(upto + 1)]
     responses = []
-    for step in trajectory.steps[: upto + 1]:
-        screenshots.append(step.screenshot())
+    for step in example.trajectory.steps[: upto + 1]:
         resized = ScreenGeometry.for_screen(step.size, run.prompt.resize).resized
         responses.append(expert_response(step, resized, (step.thought or "") if thoughts else ""))
-    return screenshots, responses
-
-
-def _item(run: Run, example: Example, thoughts: bool) -> Item:
-    screenshots, responses = expert_responses(example.trajectory, run, example.step, thoughts)
-    turns = build_conversation(example.trajectory.goal, screenshots, responses[:-1], run.prompt)
+    turns = build_conversation(example.trajectory.goal, shown, responses[:-1], run.prompt)
     return Item(run.policy.sample(turns, responses[-1]))
 
 
@@ -60,7 +73,8 @@ def train_sft(
     each save (single-process runs); a true answer ends training there (an early stop on a check the
     caller makes of the saved checkpoint, without reloading the data for each stretch)."""
     run = open_run(config)
-    examples = [Example(t, i) for t in run.train for i in range(len(t.steps))]
+    examples = [Example(t, i, k) for k, t in enumerate(run.train) for i in range(len(t.steps))]
+    images = image_cache(run)
     stream: Stream[Example] = Stream(examples, config.seed, run.position)
     total = min(config.epochs * math.ceil(len(examples) / config.batch_size), config.max_steps or 1 << 30)
     tracker = Tracker(run.dir, resume_after=run.step if run.step else None)
@@ -70,7 +84,7 @@ def train_sft(
         while run.step < total:
             t0 = time.perf_counter()
             batch = [stream.next() for _ in range(config.batch_size)]
-            items = [_item(run, e, config.thoughts) for e in batch]
+            items = [_item(run, e, config.thoughts, images) for e in batch]
             t1 = time.perf_counter()
             update = run.learner.sft_update(items)
             t2 = time.perf_counter()

@@ -233,6 +233,48 @@ def test_sft_stops_after_the_save_whose_check_says_so(tiny_model_dir: Path, tmp_
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000002", "step-000004"]
 
 
+def test_sft_examples_from_the_image_cache_are_the_examples_built_from_the_screenshots(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Every example, in a second pass too (all from the cache), has the tokens and pixels it has when
+    its screenshots are decoded and resized afresh (``image_limit`` 2: older screens left out)."""
+    from agent.geometry import ScreenGeometry
+    from agent.prompt import build_conversation
+    from train.config import SFTConfig
+    from train.rollout import expert_response
+    from train.runs import open_run
+    from train.sft import Example, _item, image_cache
+
+    config = SFTConfig.model_validate(
+        {"model": tiny_model_dir, "output_dir": tmp_path / "sft", "data": SIM_DATA, "resize": RESIZE}
+    )
+    run = open_run(config)
+    assert run.prompt.image_limit == 2
+    examples = [Example(t, i, k) for k, t in enumerate(run.train) for i in range(len(t.steps))]
+    assert max(e.step for e in examples) >= 2  # some example leaves a screen out
+    images = image_cache(run)
+    for _ in range(2):
+        for example in examples:
+            steps = example.trajectory.steps[: example.step + 1]
+            responses = [
+                expert_response(
+                    s, ScreenGeometry.for_screen(s.size, run.prompt.resize).resized, s.thought or ""
+                )
+                for s in steps
+            ]
+            turns = build_conversation(
+                example.trajectory.goal, [s.screenshot() for s in steps], responses[:-1], run.prompt
+            )
+            fresh = run.policy.sample(turns, responses[-1])
+            cached = _item(run, example, True, images).sample
+            assert torch.equal(cached.prompt_ids, fresh.prompt_ids)
+            assert torch.equal(cached.response_ids, fresh.response_ids)
+            assert cached.pixel_values is not None
+            assert fresh.pixel_values is not None
+            assert torch.equal(cached.pixel_values, fresh.pixel_values)
+    assert images.cache_info().hits > len(examples)  # the second pass came from the cache
+
+
 def _adapter_unlike_its_base(tiny_model_dir: Path, out: Path) -> Path:
     """An adapter checkpoint (as SFT with LoRA saves one) whose policy differs from its base."""
     from agent.geometry import ResizeSettings
