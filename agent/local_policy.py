@@ -33,6 +33,7 @@ class LocalPolicy:
     ) -> None:
         self.prompt = prompt or PromptSettings()
         self.sampling = sampling or SamplingSettings()
+        self.weights = (str(model_dir), str(adapter_dir) if adapter_dir is not None else None)
         self.processor = load_processor(model_dir, self.prompt.resize)
         model = load_model(model_dir, dtype=dtype, device=device)
         if adapter_dir is not None:
@@ -100,6 +101,70 @@ class LocalPolicy:
             raise PolicyError(f"this local policy serves {self._version!r} only, not {model!r}")
         async with self._lock:
             return await asyncio.to_thread(self._generate, turns, sampling or self.sampling)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class LocalModels:
+    """Several model versions in one process, each under its served name: the in-process engine
+    that hot swaps load into (``serve.swap.LocalSwapController``), as vLLM holds several adapters.
+
+    ``predict(model=NAME)`` answers with that version, ``model=None`` with the default one. Loading
+    happens beside the versions already serving (each keeps its own weights, so memory grows with
+    every version loaded until the old ones are unloaded); the version a request picked keeps
+    answering it however the set changes meanwhile.
+    """
+
+    def __init__(self, first: LocalPolicy) -> None:
+        self._models: dict[str, LocalPolicy] = {first.model_version: first}
+        self._paths: dict[str, tuple[str, str | None]] = {first.model_version: first.weights}
+        self._default = first.model_version
+        self.prompt = first.prompt
+        self.sampling = first.sampling
+        self.device = first.device
+
+    @property
+    def model_version(self) -> str:
+        return self._default
+
+    def served_models(self) -> list[str]:
+        return list(self._models)
+
+    def holds(self, name: str) -> tuple[str, str | None] | None:
+        """(checkpoint, adapter) of the version served as ``name``; None when none is."""
+        return self._paths.get(name)
+
+    def load(self, name: str, checkpoint: str | Path, adapter: str | Path | None = None) -> None:
+        """Load a version under ``name`` (blocking: call it off the event loop)."""
+        if name in self._models:
+            raise ValueError(f"a version is already served as {name!r}; unload it first")
+        policy = LocalPolicy(checkpoint, adapter_dir=adapter, model_version=name, prompt=self.prompt,
+                             sampling=self.sampling, device=self.device)  # fmt: skip
+        self._models[name] = policy
+        self._paths[name] = policy.weights
+
+    def unload(self, name: str) -> None:
+        if name == self._default:
+            raise ValueError(f"{name!r} is the default version; make another the default first")
+        self._models.pop(name, None)
+        self._paths.pop(name, None)
+
+    def set_default(self, name: str) -> None:
+        if name not in self._models:
+            raise ValueError(f"no version is served as {name!r}")
+        self._default = name
+
+    async def predict(
+        self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
+    ) -> PolicyResult:
+        policy = self._models.get(model or self._default)
+        if policy is None:
+            raise PolicyError(f"no version is served as {model!r} here (serving: {', '.join(self._models)})")
+        return await policy.predict(turns, sampling=sampling)
+
+    async def health(self) -> bool:
+        return True
 
     async def aclose(self) -> None:
         return None

@@ -36,7 +36,7 @@ from serve.runner import RunnerSettings, TaskRunner
 from serve.scheduler import Scheduler
 from serve.settings import ServeSettings
 from serve.state import ServiceState
-from serve.swap import HotSwapController
+from serve.swap import HotSwapController, LocalSwapController, SwapController
 from serve.validation import validation_error
 
 log = logging.getLogger(__name__)
@@ -46,9 +46,9 @@ def make_policy(settings: ServeSettings, prompt: PromptSettings, registry: Model
     if settings.policy_backend == "local":
         if settings.local_model_dir is None:
             raise ValueError("policy_backend=local needs UIS1_LOCAL_MODEL_DIR")
-        from agent.local_policy import LocalPolicy
+        from agent.local_policy import LocalModels, LocalPolicy
 
-        return LocalPolicy(settings.local_model_dir, prompt=prompt)
+        return LocalModels(LocalPolicy(settings.local_model_dir, prompt=prompt))
     from serve.routing import RoutedPolicy
 
     return RoutedPolicy(settings.policy, registry, prompt=prompt)
@@ -84,10 +84,7 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
                             registry=registry, cluster=cluster)  # fmt: skip
         await runner.start()
         jobs = JobStore(store.engine)
-        swap = None
-        if policy is None and settings.policy_backend == "vllm":  # swaps go into the vLLM it serves from
-            swap = HotSwapController(store, registry, settings.policy, prompt, settings.swap,
-                                     owner=settings.replica_id, routes=getattr(chosen, "invalidate", None))  # fmt: skip
+        swap = swap_controller(settings, store, registry, chosen, prompt, given=policy is not None)
         scheduler = Scheduler(jobs, settings.scheduler, on_job_end=_after_job(swap))
         background = []
         if swap is not None and settings.swap.auto_promote:
@@ -162,7 +159,21 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
     return app
 
 
-def _after_job(swap: HotSwapController | None) -> Callable[[Job], Awaitable[None]]:
+def swap_controller(settings: ServeSettings, store: TrajectoryStore, registry: ModelRegistry, policy: Policy,
+                    prompt: PromptSettings, *, given: bool) -> SwapController | None:  # fmt: skip
+    """Where hot swaps go: into the in-process engine serving (``LocalModels``), else into the vLLM
+    the service serves from; none for another policy handed in (a test's, the demo's oracle)."""
+    from agent.local_policy import LocalModels
+
+    if isinstance(policy, LocalModels):
+        return LocalSwapController(store, registry, policy, prompt, settings.swap, owner=settings.replica_id)
+    if not given and settings.policy_backend == "vllm":
+        return HotSwapController(store, registry, settings.policy, prompt, settings.swap,
+                                 owner=settings.replica_id, routes=getattr(policy, "invalidate", None))  # fmt: skip
+    return None
+
+
+def _after_job(swap: SwapController | None) -> Callable[[Job], Awaitable[None]]:
     """When a retraining job ends, the gate and the swap take its candidate at once."""
 
     async def run(job: Job) -> None:

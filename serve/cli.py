@@ -242,6 +242,11 @@ def _swap(action: str, name: str | None, force: bool, reason: str | None) -> Non
     from serve.swap import HotSwapController, SwapError
 
     settings, store, registry = _service_parts()
+    if settings.policy_backend == "local":
+        store.engine.dispose()
+        typer.echo("error: the in-process policy is swapped inside the service that runs it: "
+                   f"POST /v1/models/{action} to it (an admin key)", err=True)  # fmt: skip
+        raise typer.Exit(1)
     controller = HotSwapController(store, registry, settings.policy, settings.prompt_settings(),
                                    settings.swap, owner=f"{settings.replica_id}:cli")  # fmt: skip
 

@@ -13,7 +13,7 @@ from serve.auth import KeyStore
 from serve.runner import TaskRunner
 from serve.scheduler import Scheduler
 from serve.settings import ServeSettings
-from serve.swap import HotSwapController
+from serve.swap import SwapController
 
 
 @dataclass
@@ -27,6 +27,8 @@ class ServiceState:
     registry: ModelRegistry
     jobs: JobStore
     scheduler: Scheduler
-    swap: HotSwapController | None  # None with the in-process policy: promotions only move aliases
+    swap: (
+        SwapController | None
+    )  # None with a policy handed in (tests, the demo's oracle): promotions only move aliases
     # The last readiness probe of each dependency: (monotonic time, passed), reused for a few seconds.
     probes: dict[str, tuple[float, bool]] = field(default_factory=dict)

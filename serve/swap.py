@@ -31,14 +31,14 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.jobs import JobStore, LockHeld
-from agent.policy import SamplingSettings
+from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import PromptSettings, Screenshot, build_conversation
 from agent.registry import DEFAULT_ALIAS, Kind, ModelRegistry, ModelVersion, RegistryError
 from agent.store import TrajectoryStore
@@ -46,6 +46,9 @@ from agent.trajectory import EpisodeStatus
 from agent.vllm_admin import VllmAdmin, VllmAdminError
 from agent.vllm_policy import VllmPolicy, VllmSettings
 from serve.gate import GateDecision, GateSettings, decide
+
+if TYPE_CHECKING:
+    from agent.local_policy import LocalModels
 
 log = logging.getLogger(__name__)
 
@@ -125,19 +128,22 @@ def canary_turns(goal: str, prompt: PromptSettings) -> list[Any]:
     return build_conversation(goal, [Screenshot(png, Size(*size))], [], prompt)
 
 
-class HotSwapController:
-    def __init__(self, store: TrajectoryStore, registry: ModelRegistry, policy: VllmSettings, prompt: PromptSettings,
+class SwapController:
+    """What every hot swap does, whatever engine serves the versions: one swap at a time across
+    replicas, the canary, the registry's promote and rollback, the gate, and retiring the old
+    version once its episodes are done. Subclasses say how a version is made to serve (``_serve``)
+    and how an old one is retired (``_retires``, ``_retire``)."""
+
+    def __init__(self, store: TrajectoryStore, registry: ModelRegistry, prompt: PromptSettings,
                  settings: SwapSettings | None = None, *, owner: str = "",
                  routes: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.store = store
         self.registry = registry
         self.jobs = JobStore(store.engine)
-        self.policy = policy
         self.prompt = prompt
         self.settings = settings or SwapSettings()
         self.owner = owner or socket.gethostname()
         self.routes_changed = routes or (lambda: None)  # this replica's router rereads the registry
-        self.engines: dict[str, subprocess.Popen[bytes]] = {}  # blue/green engines this controller started
         self._cleanups: set[asyncio.Task[None]] = set()
         self._hold_token: str | None = None  # an in-place swap's hold, released once the alias moved
 
@@ -218,6 +224,7 @@ class HotSwapController:
                 self.registry.promote, name, actor=actor, force=force, detail=detail
             )
             self.routes_changed()
+            self._promoted(version)
         finally:
             await self._release_hold()
         result = SwapResult(name, previous, path, time.perf_counter() - start, canary)
@@ -241,6 +248,7 @@ class HotSwapController:
             restored = await asyncio.to_thread(self.registry.rollback, actor=actor,
                                                detail={"reason": reason or "rolled back by hand", "path": path})  # fmt: skip
             self.routes_changed()
+            self._promoted(target)
         finally:
             await self._release_hold()
         result = SwapResult(restored, current.name, path, time.perf_counter() - start, canary)
@@ -252,6 +260,89 @@ class HotSwapController:
         token, self._hold_token = self._hold_token, None
         if token is not None:
             await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
+
+    # -- what a kind of engine does ----------------------------------------------------------------
+    async def _serve(self, version: ModelVersion, current: ModelVersion | None, *,
+                     rollback: bool = False) -> tuple[str, dict[str, Any]]:  # fmt: skip
+        """Make ``version`` answer under its served name and canary it; returns (path, canary)."""
+        raise NotImplementedError
+
+    def _retires(self, old: ModelVersion, new: ModelVersion) -> bool:
+        """Whether ``old`` holds something to give back once ``new`` serves."""
+        return False
+
+    async def _retire(self, old: ModelVersion) -> None:
+        """Give back what ``old`` holds (it no longer serves, and no running episode uses it)."""
+
+    def _promoted(self, version: ModelVersion) -> None:
+        """Called once the default alias points at ``version``."""
+
+    # -- after a swap ------------------------------------------------------------------------------
+    def _retire_later(self, old: ModelVersion, new: ModelVersion) -> None:
+        """Retire the old version once no running episode uses it (and it was not rolled back to)."""
+        if not self._retires(old, new):
+            return
+
+        async def retire() -> None:
+            await asyncio.sleep(self.settings.retire_after_s)
+            while await asyncio.to_thread(self.store.count, EpisodeStatus.RUNNING, model_version=old.name):
+                await asyncio.sleep(1.0)
+            if (await asyncio.to_thread(self.registry.aliases)).get(DEFAULT_ALIAS) == old.name:
+                return  # rolled back to it in the meantime
+            await self._retire(old)
+
+        task = asyncio.create_task(retire(), name=f"retire-{old.name}")
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    async def _reject(self, version: ModelVersion, reason: str, rollback: bool) -> None:
+        log.warning("%s failed its swap: %s", version.name, reason)
+        if rollback:
+            return  # the version rolled back to stays what it was; the caller reports the failure
+        try:
+            await asyncio.to_thread(
+                self.registry.reject, version.name, actor="canary", detail={"reason": reason}
+            )
+        except RegistryError as exc:
+            log.warning("could not mark %s rejected: %s", version.name, exc)
+
+    # -- the canary --------------------------------------------------------------------------------
+    async def _check(self, version: ModelVersion,
+                     ask: Callable[[list[Any], SamplingSettings], Awaitable[PolicyResult]]) -> dict[str, Any]:  # fmt: skip
+        """The canary: ``ask`` sends the fixed request to the candidate, greedy; the answer must parse."""
+        # the candidate is asked as its tasks will ask it
+        turns = canary_turns(self.settings.canary_goal, version.prompt_of(self.prompt))
+        start = time.perf_counter()
+        try:
+            result = await ask(
+                turns, SamplingSettings(temperature=0.0, max_tokens=self.settings.canary_max_tokens)
+            )
+        except Exception as exc:
+            raise CanaryFailed(f"the canary request to {version.name} failed: {exc}") from exc
+        seconds = time.perf_counter() - start
+        record = {
+            "ok": result.parsed.action is not None,
+            "seconds": round(seconds, 3),
+            "raw": result.raw[:500],
+        }
+        if result.parsed.action is None:
+            why = result.parsed.error.reason.value if result.parsed.error else "no action"
+            raise CanaryFailed(
+                f"the canary answer of {version.name} does not parse ({why}): {result.raw[:200]!r}"
+            )
+        record["action"] = result.parsed.action.to_dict()
+        return record
+
+
+class HotSwapController(SwapController):
+    """Swaps into vLLM: adapters loaded beside the others, full weights in place or blue/green."""
+
+    def __init__(self, store: TrajectoryStore, registry: ModelRegistry, policy: VllmSettings, prompt: PromptSettings,
+                 settings: SwapSettings | None = None, *, owner: str = "",
+                 routes: Callable[[], None] | None = None) -> None:  # fmt: skip
+        super().__init__(store, registry, prompt, settings, owner=owner, routes=routes)
+        self.policy = policy
+        self.engines: dict[str, subprocess.Popen[bytes]] = {}  # blue/green engines this controller started
 
     def _strategy(self) -> str:
         if self.settings.strategy == "auto":
@@ -436,67 +527,85 @@ class HotSwapController:
         log.info("stopped the engine at %s", url)
 
     # -- after a swap ------------------------------------------------------------------------------
-    def _retire_later(self, old: ModelVersion, new: ModelVersion) -> None:
-        """Unload the old adapter, or stop the old blue/green engine, once its episodes are done."""
-        if old.kind != Kind.ADAPTER and not (old.endpoint and old.endpoint != new.endpoint):
-            return
+    def _retires(self, old: ModelVersion, new: ModelVersion) -> bool:
+        """The old adapter is unloaded, the old blue/green engine stopped."""
+        return old.kind == Kind.ADAPTER or bool(old.endpoint and old.endpoint != new.endpoint)
 
-        async def retire() -> None:
-            await asyncio.sleep(self.settings.retire_after_s)
-            while await asyncio.to_thread(self.store.count, EpisodeStatus.RUNNING, model_version=old.name):
-                await asyncio.sleep(1.0)
-            if (await asyncio.to_thread(self.registry.aliases)).get(DEFAULT_ALIAS) == old.name:
-                return  # rolled back to it in the meantime
-            if old.kind == Kind.ADAPTER:
-                admin = self._admin(self._url(old))
-                await asyncio.to_thread(_quietly, admin.unload_adapter, old.served_name)
-                admin.close()
-            elif old.endpoint:
-                self._stop_engine(old.endpoint)
-
-        task = asyncio.create_task(retire(), name=f"retire-{old.name}")
-        self._cleanups.add(task)
-        task.add_done_callback(self._cleanups.discard)
-
-    async def _reject(self, version: ModelVersion, reason: str, rollback: bool) -> None:
-        log.warning("%s failed its swap: %s", version.name, reason)
-        if rollback:
-            return  # the version rolled back to stays what it was; the caller reports the failure
-        try:
-            await asyncio.to_thread(
-                self.registry.reject, version.name, actor="canary", detail={"reason": reason}
-            )
-        except RegistryError as exc:
-            log.warning("could not mark %s rejected: %s", version.name, exc)
+    async def _retire(self, old: ModelVersion) -> None:
+        if old.kind == Kind.ADAPTER:
+            admin = self._admin(self._url(old))
+            await asyncio.to_thread(_quietly, admin.unload_adapter, old.served_name)
+            admin.close()
+        elif old.endpoint:
+            self._stop_engine(old.endpoint)
 
     # -- the canary --------------------------------------------------------------------------------
     async def _canary(self, version: ModelVersion, url: str) -> dict[str, Any]:
         client = VllmPolicy(
             self.policy.model_copy(update={"base_url": url, "max_retries": 1}), prompt=self.prompt
         )
-        # the candidate is asked as its tasks will ask it
-        turns = canary_turns(self.settings.canary_goal, version.prompt_of(self.prompt))
-        start = time.perf_counter()
         try:
-            result = await client.predict(turns, sampling=SamplingSettings(temperature=0.0,
-                                          max_tokens=self.settings.canary_max_tokens), model=version.served_name)  # fmt: skip
-        except Exception as exc:
-            raise CanaryFailed(f"the canary request to {version.name} failed: {exc}") from exc
+            return await self._check(
+                version,
+                lambda turns, sampling: client.predict(turns, sampling=sampling, model=version.served_name),
+            )
         finally:
             await client.aclose()
-        seconds = time.perf_counter() - start
-        record = {
-            "ok": result.parsed.action is not None,
-            "seconds": round(seconds, 3),
-            "raw": result.raw[:500],
-        }
-        if result.parsed.action is None:
-            why = result.parsed.error.reason.value if result.parsed.error else "no action"
-            raise CanaryFailed(
-                f"the canary answer of {version.name} does not parse ({why}): {result.raw[:200]!r}"
+
+
+class LocalSwapController(SwapController):
+    """Swaps into the in-process engine (``agent.local_policy.LocalModels``), for CPU-only hosts and
+    the demo: each version, adapter or full weights, is loaded beside the ones serving under its own
+    served name, canaried, and only then does the default alias move; running episodes keep the
+    version they started with, and the old one is unloaded once none uses it. No lock holds new
+    episodes back: nothing is reloaded under a version that is serving."""
+
+    def __init__(self, store: TrajectoryStore, registry: ModelRegistry, engine: LocalModels, prompt: PromptSettings,
+                 settings: SwapSettings | None = None, *, owner: str = "",
+                 routes: Callable[[], None] | None = None) -> None:  # fmt: skip
+        super().__init__(store, registry, prompt, settings, owner=owner, routes=routes)
+        self.engine = engine
+
+    async def _serve(self, version: ModelVersion, current: ModelVersion | None, *,
+                     rollback: bool = False) -> tuple[str, dict[str, Any]]:  # fmt: skip
+        if not version.base:
+            raise SwapError(f"{version.name} has no checkpoint path")
+        wanted = (version.base, version.adapter if version.kind == Kind.ADAPTER else None)
+        held = self.engine.holds(version.served_name)
+        if held is not None and held != wanted:
+            raise SwapError(f"{version.name} is served as {version.served_name!r}, which another loaded "
+                            f"version ({held[1] or held[0]}) serves here; register it with a served name of its own")  # fmt: skip
+        loaded_here = held is None
+        if loaded_here:
+            try:
+                await asyncio.to_thread(self.engine.load, version.served_name, *wanted)
+            except Exception as exc:
+                await self._reject(version, f"loading it failed: {exc}", rollback)
+                raise SwapError(f"loading {version.name} failed: {exc}") from exc
+        try:
+            canary = await self._check(
+                version,
+                lambda turns, sampling: self.engine.predict(
+                    turns, sampling=sampling, model=version.served_name
+                ),
             )
-        record["action"] = result.parsed.action.to_dict()
-        return record
+        except CanaryFailed as exc:
+            if loaded_here:
+                self.engine.unload(version.served_name)
+            await self._reject(version, str(exc), rollback)
+            raise
+        return "local", canary
+
+    def _promoted(self, version: ModelVersion) -> None:
+        self.engine.set_default(version.served_name)
+
+    def _retires(self, old: ModelVersion, new: ModelVersion) -> bool:
+        return old.served_name != new.served_name
+
+    async def _retire(self, old: ModelVersion) -> None:
+        if old.served_name != self.engine.model_version:
+            self.engine.unload(old.served_name)
+            log.info("unloaded %s", old.name)
 
 
 def _quietly(call: Any, *args: Any) -> None:

@@ -120,8 +120,9 @@ async def get_model(name: str, state: StateDep, key: AgentKey) -> VersionDetail:
 
 @router.post("/promote", response_model=ModelsResponse)
 async def promote(body: PromoteRequest, state: StateDep, key: AdminKey) -> ModelsResponse:
-    """Serve the version and make it the alias's target. For ``default`` with a vLLM policy this is
-    the hot swap: load, canary, flip; a failed canary answers 409 and the old version keeps serving."""
+    """Serve the version and make it the alias's target. For ``default`` with vLLM or the in-process
+    engine this is the hot swap: load, canary, flip; a failed canary answers 409 and the old version
+    keeps serving."""
     detail = {"reason": body.reason} if body.reason else {}
     try:
         await asyncio.to_thread(state.registry.get, body.version)

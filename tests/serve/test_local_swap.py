@@ -1,0 +1,110 @@
+"""Hot swaps into the in-process policy (``LocalModels`` + ``LocalSwapController``): the CPU-only
+deployment's and the demo's path, with the same canary, rollback and pinning as vLLM's."""
+
+from __future__ import annotations
+
+import base64
+import io
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tests.training import RESIZE
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def _screenshot() -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (1080, 2400), "white").save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_request(
+    make_service,  # type: ignore[no-untyped-def]
+    sft_checkpoint: Path,
+    tiny_model_dir: Path,
+    tmp_path: Path,
+) -> None:
+    from agent.geometry import ResizeSettings
+    from agent.local_policy import LocalModels, LocalPolicy
+    from agent.prompt import PromptSettings
+    from serve.swap import SwapSettings
+
+    prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
+    engine = LocalModels(LocalPolicy(sft_checkpoint, prompt=prompt))
+    starter = engine.model_version
+    service = make_service(
+        engine, resize=prompt.resize, swap=SwapSettings(retire_after_s=2, canary_max_tokens=64)
+    )  # type: ignore[arg-type]
+    admin = service.client(service.admin)
+    newer = tmp_path / "newer"
+    shutil.copytree(sft_checkpoint, newer)
+    for body in (
+        {"name": "starter", "served_name": starter, "base": str(sft_checkpoint), "kind": "base"},
+        {"name": "newer", "base": str(newer), "kind": "full", "parent": "starter"},
+        {"name": "broken", "base": str(tiny_model_dir), "kind": "full"},  # random weights: no action parses
+    ):
+        assert admin.post("/v1/models", json=body).status_code == 201
+    assert admin.post("/v1/models/promote", json={"version": "starter"}).status_code == 200
+    assert engine.served_models() == [starter]  # the engine already held it: canaried, nothing loaded
+
+    # Requests keep coming while versions are loaded, canaried, promoted, retired and rolled back.
+    answers: list[tuple[int, str]] = []
+    stop = threading.Event()
+
+    def ask() -> None:
+        with service.client(service.agent) as client:
+            while not stop.is_set():
+                reply = client.post("/v1/predict", json={"goal": "Turn on Wi-Fi", "screenshots": [_screenshot()],
+                                                         "sampling": {"max_tokens": 16}})  # fmt: skip
+                answers.append((reply.status_code, reply.json().get("model_version", reply.text)))
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    try:
+        promoted = admin.post("/v1/models/promote", json={"version": "newer"})
+        assert promoted.status_code == 200, promoted.text
+        assert promoted.json()["default"] == "newer"
+        assert engine.model_version == "newer"
+        history = admin.get("/v1/models/newer").json()["events"]
+        assert [e["detail"].get("path") for e in history if e["event"] == "promoted"] == ["local"]
+
+        # The old version is unloaded once no episode uses it, after a grace for requests that chose
+        # it just before the flip (2 s here, 30 s by default).
+        deadline = time.monotonic() + 30
+        while starter in engine.served_models() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert engine.served_models() == ["newer"]
+
+        # A version whose canary fails is rejected, unloaded, and the default keeps serving.
+        failed = admin.post("/v1/models/promote", json={"version": "broken"})
+        assert failed.status_code == 409
+        assert "canary" in failed.json()["detail"]
+        assert admin.get("/v1/models/broken").json()["state"] == "rejected"
+        assert engine.served_models() == ["newer"]
+        assert admin.get("/v1/models").json()["default"] == "newer"
+
+        # Rollback loads the previous version again, canaries it and makes it the default.
+        rolled = admin.post("/v1/models/rollback", json={})
+        assert rolled.status_code == 200, rolled.text
+        assert rolled.json()["default"] == "starter"
+        assert engine.model_version == starter
+        time.sleep(1.0)  # a few requests after the rollback too
+    finally:
+        stop.set()
+        asker.join(60)
+    assert answers, "no request ran during the swaps"
+    assert [a for a in answers if a[0] != 200] == []  # not one request failed
+    served = [version for _, version in answers]
+    assert "newer" in served
+    assert served[-1] == "starter"  # after the rollback the starter answers again (by its version name)
+
+    # A request pinned to a version the engine does not hold is refused, not served by another.
+    pinned = admin.post("/v1/predict", json={"goal": "g", "screenshots": [_screenshot()], "model": "broken",
+                                             "sampling": {"max_tokens": 8}})  # fmt: skip
+    assert pinned.status_code >= 400
