@@ -68,13 +68,15 @@ class AgentClient:
     def pause(self, task_id: str) -> TaskResponse:
         return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/pause"))
 
-    def take_over(self, task_id: str, action: dict[str, Any]) -> TaskResponse:
-        return TaskResponse.model_validate(
-            self._json("POST", f"/v1/tasks/{task_id}/takeover", json={"action": action})
-        )
+    def take_over(self, task_id: str, action: dict[str, Any], *, hold: bool = False) -> TaskResponse:
+        """Supply the held step's action (device pixels); ``hold``: hold again before the next one."""
+        body = {"action": action, "hold": hold}
+        return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/takeover", json=body))
 
-    def resume(self, task_id: str) -> TaskResponse:
-        return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/resume"))
+    def resume(self, task_id: str, *, hold: bool = False) -> TaskResponse:
+        """Let the held step go on with the policy's action; ``hold``: for this step only."""
+        body = {"hold": True} if hold else None
+        return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/resume", json=body))
 
     def events(self, task_id: str) -> Iterator[tuple[str, StepResponse | dict[str, Any]]]:
         """The task's server-sent events until it ends: ("step", StepResponse), ("paused", {}),

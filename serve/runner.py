@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 # A selector names a phone, not a document: a pool's labels are a handful of short tags.
 MAX_LABELS = 32
+# The control record's action for "the held step goes on with the policy's own action".
+POLICY_ACTION: dict[str, Any] = {"action": "policy"}
 LabelKey = Annotated[str, Field(min_length=1, max_length=64)]
 LabelValue = Annotated[str, Field(max_length=256)]
 
@@ -284,8 +286,9 @@ class TaskRunner:
             running.takeover.pause()
         self._publish(episode_id, {"event": "paused"})
 
-    async def take_over(self, episode_id: str, action: Action) -> None:
-        """Supply the paused episode's next action (device pixels); it goes on with it.
+    async def take_over(self, episode_id: str, action: Action, *, hold: bool = False) -> None:
+        """Supply the paused episode's next action (device pixels); it goes on with it, and with
+        ``hold`` is held again before the action after it.
 
         Raises ``OffScreen`` for a point outside the screen, and ``NotRunning`` before there is a
         screen to act on.
@@ -297,12 +300,17 @@ class TaskRunner:
             raise NotRunning("the task has not shown a screen yet")
         if (problem := off_screen(action, screen)) is not None:
             raise OffScreen(problem)
+        await self._go_on(episode_id, action, hold)
+        self._publish(episode_id, {"event": "taken_over", "action": action.to_dict(), "hold": hold})
+
+    async def _go_on(self, episode_id: str, action: Action | None, hold: bool) -> None:
+        """Let the held step go on, here or through the control record for the replica running it."""
         if (running := self._running.get(episode_id)) is not None:
-            await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=None)
-            running.takeover.resume(action)
+            await asyncio.to_thread(self.cluster.request, episode_id, paused=hold, action=None)
+            running.takeover.resume(action, hold=hold)
         else:
-            await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=action.to_dict())
-        self._publish(episode_id, {"event": "taken_over", "action": action.to_dict()})
+            go_on = action.to_dict() if action is not None else POLICY_ACTION
+            await asyncio.to_thread(self.cluster.request, episode_id, paused=hold, action=go_on)
 
     async def _screen(self, episode_id: str) -> ImageSize | None:
         """The screen a takeover acts on: the one the held step shows, else the last one recorded."""
@@ -312,13 +320,21 @@ class TaskRunner:
         episode = await asyncio.to_thread(self.store.get, episode_id)
         return next((s.screenshot.size for s in reversed(episode.steps) if s.screenshot.size), None)
 
-    async def resume(self, episode_id: str) -> None:
-        """Let a paused episode go on with the policy's own action."""
+    async def resume(self, episode_id: str, *, hold: bool = False) -> None:
+        """Let a paused episode go on with the policy's own action; with ``hold``, for one step."""
         await self._running_anywhere(episode_id)
-        await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=None)
-        if (running := self._running.get(episode_id)) is not None:
-            running.takeover.resume()
-        self._publish(episode_id, {"event": "resumed"})
+        if hold:
+            await self._go_on(episode_id, None, True)
+        else:
+            await asyncio.to_thread(self.cluster.request, episode_id, paused=False, action=None)
+            if (running := self._running.get(episode_id)) is not None:
+                running.takeover.resume()
+        self._publish(episode_id, {"event": "resumed", "hold": hold})
+
+    def held(self, episode_id: str) -> Step | None:
+        """The step held for the client on this replica (with the policy's proposed action), if any."""
+        running = self._running.get(episode_id)
+        return running.takeover.held if running is not None else None
 
     async def is_paused(self, episode_id: str) -> bool:
         """Whether a pause was asked for and not yet ended (the database is the record for all replicas)."""
@@ -496,9 +512,11 @@ class TaskRunner:
             elif control.action is not None:
                 await asyncio.to_thread(self.cluster.request, episode_id, action=None)
                 try:
-                    running.takeover.resume(action_from_dict(control.action))
+                    action = None if control.action == POLICY_ACTION else action_from_dict(control.action)
                 except ActionError:
                     log.warning("ignored an invalid takeover action for %s", episode_id)
+                else:
+                    running.takeover.resume(action, hold=control.paused)
             elif control.paused and not running.takeover.paused:
                 running.takeover.pause()
             elif not control.paused and running.takeover.paused:

@@ -68,6 +68,19 @@ class StepResponse(BaseModel):
         )
 
 
+class HeldStep(BaseModel):
+    index: int = Field(description="The step's index (from 0).")
+    proposed_action: dict[str, Any] | None = Field(
+        None, description="The policy's action for this step, in device pixels; a takeover replaces it."
+    )
+    raw_response: str = Field("", description="The policy's response, with its reasoning.")
+
+    @classmethod
+    def of(cls, step: Step) -> HeldStep:
+        proposed = step.device_action.to_dict() if step.device_action is not None else None
+        return cls(index=step.index, proposed_action=proposed, raw_response=step.raw_response)
+
+
 class TaskResponse(BaseModel):
     id: str
     goal: str
@@ -82,17 +95,20 @@ class TaskResponse(BaseModel):
     answer: str | None = None
     feedback: str | None = None
     paused: bool = Field(False, description="Held before its next action for a takeover.")
+    held: HeldStep | None = Field(
+        None, description="While paused: the step waiting for the client, when this replica runs the task."
+    )
     events_url: str
     trajectory_url: str
 
     @classmethod
-    def of(cls, episode: Episode, *, paused: bool = False) -> TaskResponse:
+    def of(cls, episode: Episode, *, paused: bool = False, held: Step | None = None) -> TaskResponse:
         return cls(
             id=episode.id, goal=episode.goal, status=episode.status,
             device=episode.device.serial if episode.device else None, model_version=episode.model_version,
             created_at=episode.created_at, started_at=episode.started_at, finished_at=episode.finished_at,
             steps=len(episode.steps), error=episode.error, answer=episode.answer,
-            feedback=episode.labels.get("feedback"), paused=paused,
+            feedback=episode.labels.get("feedback"), paused=paused, held=HeldStep.of(held) if held else None,
             events_url=f"/v1/tasks/{episode.id}/events", trajectory_url=f"/v1/trajectories/{episode.id}",
         )  # fmt: skip
 
@@ -106,6 +122,13 @@ class TaskList(BaseModel):
 class TakeoverRequest(BaseModel):
     action: dict[str, Any] = Field(
         description='A UI-S1 action in device pixels, e.g. {"action": "click", "coordinate": [540, 1200]}.'
+    )
+    hold: bool = Field(False, description="Hold the task again before the action after this one.")
+
+
+class ResumeRequest(BaseModel):
+    hold: bool = Field(
+        False, description="Let only this step go on with the policy's action; hold the task before the next."
     )
 
 

@@ -18,6 +18,7 @@ from serve.runner import NotRunning, OffScreen, QueueFull, TaskRequest, UnknownM
 from serve.schemas import (
     FeedbackRequest,
     FeedbackResponse,
+    ResumeRequest,
     StepResponse,
     TakeoverRequest,
     TaskList,
@@ -70,7 +71,7 @@ async def list_tasks(
 
 async def _task(state: StateDep, episode: Episode) -> TaskResponse:
     paused = episode.status is EpisodeStatus.RUNNING and await state.runner.is_paused(episode.id)
-    return TaskResponse.of(episode, paused=paused)
+    return TaskResponse.of(episode, paused=paused, held=state.runner.held(episode.id) if paused else None)
 
 
 @router.get("/{task_id}", response_model=TaskResponse)
@@ -130,14 +131,16 @@ async def pause_task(task_id: str, state: StateDep, key: AgentKey) -> TaskRespon
 @router.post("/{task_id}/takeover", response_model=TaskResponse,
              responses={409: {"description": "The task is not paused."}})  # fmt: skip
 async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: AgentKey) -> TaskResponse:
-    """Supply the action of the current step (device pixels) and resume; it is recorded as expert-provided."""
+    """Supply the action of the held step (device pixels) and resume; it is recorded as expert-provided.
+
+    With ``hold``, the task is held again before the next action: a person drives it step by step."""
     await _episode(state, task_id)
     try:
         action = action_from_dict(body.action)
     except ActionError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"bad action: {exc.detail}") from None
     try:
-        await state.runner.take_over(task_id, action)
+        await state.runner.take_over(task_id, action, hold=body.hold)
     except NotRunning as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     except OffScreen as exc:
@@ -148,11 +151,13 @@ async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: A
 @router.post(
     "/{task_id}/resume", response_model=TaskResponse, responses={409: {"description": "Not running."}}
 )
-async def resume_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
-    """Let a paused task go on with the policy's own action."""
+async def resume_task(
+    task_id: str, state: StateDep, key: AgentKey, body: ResumeRequest | None = None
+) -> TaskResponse:
+    """Let a paused task go on with the policy's own action (with ``hold``, for one step only)."""
     await _episode(state, task_id)
     try:
-        await state.runner.resume(task_id)
+        await state.runner.resume(task_id, hold=body.hold if body else False)
     except NotRunning:
         raise HTTPException(status.HTTP_409_CONFLICT, "the task is not running") from None
     return await _task(state, await _episode(state, task_id))

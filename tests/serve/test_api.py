@@ -233,6 +233,47 @@ def test_takeover_records_the_supplied_step_as_expert(make_service) -> None:  # 
     assert all(s["screenshot"].startswith("/v1/screenshots/") for s in record["steps"])
 
 
+def _held(client: httpx.Client, task_id: str, index: int, timeout: float = 30) -> dict:  # type: ignore[type-arg]
+    """The task's held step once it is step ``index`` (the test fails when it never gets there)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        held = client.get(f"/v1/tasks/{task_id}").json()["held"]
+        if held is not None and held["index"] == index:
+            return held  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise AssertionError(f"step {index} of task {task_id} was never held (now: {held})")
+
+
+def test_a_person_drives_a_task_step_by_step_seeing_what_the_policy_proposes(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=1000, delay_s=0.05))
+    client = service.client(service.agent)
+    task_id = client.post("/v1/tasks", json={"goal": "drive me", "max_steps": 200}).json()["id"]
+    wait_for_steps(client, task_id, 1)
+    assert client.post(f"/v1/tasks/{task_id}/pause").status_code == 200
+    first = client.get(f"/v1/tasks/{task_id}").json()
+    index = first["steps"] if first["held"] is None else first["held"]["index"]
+    held = _held(client, task_id, index)
+    assert held["proposed_action"]["action"]
+    assert held["raw_response"]
+    # The policy's action goes on for one step; the next is held again.
+    assert client.post(f"/v1/tasks/{task_id}/resume", json={"hold": True}).status_code == 200
+    _held(client, task_id, index + 1)
+    supplied = {"action": "click", "coordinate": [540, 1200]}
+    answer = client.post(f"/v1/tasks/{task_id}/takeover", json={"action": supplied, "hold": True})
+    assert answer.status_code == 200, answer.text
+    _held(client, task_id, index + 2)
+    time.sleep(0.5)  # held means held: nothing more happens while the person looks
+    assert client.get(f"/v1/tasks/{task_id}").json()["steps"] == index + 2
+    steps = client.get(f"/v1/trajectories/{task_id}").json()["steps"]
+    assert [s["source"] for s in steps[index:]] == ["policy", "human"]
+    assert steps[index]["device_action"] == held["proposed_action"]
+    assert steps[index + 1]["device_action"] == supplied
+    assert client.post(f"/v1/tasks/{task_id}/resume").status_code == 200  # and it runs on by itself
+    wait_for_steps(client, task_id, index + 5)
+    assert client.get(f"/v1/tasks/{task_id}").json()["held"] is None
+    client.post(f"/v1/tasks/{task_id}/cancel")
+
+
 def test_models_promote_routes_new_tasks_and_rollback_restores(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service(ScriptedPolicy(steps=1))
     admin, agent = service.client(service.admin), service.client(service.agent)

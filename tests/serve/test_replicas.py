@@ -80,8 +80,22 @@ def test_any_replica_streams_pauses_takes_over_and_cancels_a_task_another_one_ru
 
     assert client.post(f"/v1/tasks/{task_id}/pause").json()["paused"] is True
     assert owner.client(owner.agent).get(f"/v1/tasks/{task_id}").json()["paused"] is True
+    mine = owner.client(owner.agent)
+
+    def held() -> int:
+        """The index of the step held for the client (only the owner knows it), once one is."""
+        deadline = time.monotonic() + 30
+        while (
+            step := mine.get(f"/v1/tasks/{task_id}").json()["held"]
+        ) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert step is not None
+        return int(step["index"])
+
+    index = held()
     supplied = {"action": "click", "coordinate": [540, 1200]}
-    assert client.post(f"/v1/tasks/{task_id}/takeover", json={"action": supplied}).status_code == 200
+    answer = client.post(f"/v1/tasks/{task_id}/takeover", json={"action": supplied, "hold": True})
+    assert answer.status_code == 200
     deadline = time.monotonic() + 30
     human: list[dict] = []  # type: ignore[type-arg]
     while not human and time.monotonic() < deadline:
@@ -90,6 +104,13 @@ def test_any_replica_streams_pauses_takes_over_and_cancels_a_task_another_one_ru
         ]
         time.sleep(0.1)
     assert [s["device_action"] for s in human] == [supplied]
+    assert held() == index + 1  # held again, as asked through the other replica
+    assert client.post(f"/v1/tasks/{task_id}/resume", json={"hold": True}).status_code == 200
+    deadline = time.monotonic() + 30
+    while mine.get(f"/v1/tasks/{task_id}").json()["steps"] < index + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert held() == index + 2  # the policy's own action went on for one step only
+    assert mine.get(f"/v1/trajectories/{task_id}").json()["steps"][index + 1]["source"] == "policy"
 
     before = client.get(f"/v1/tasks/{task_id}").json()["steps"]
     cancelled = client.post(f"/v1/tasks/{task_id}/cancel").json()
