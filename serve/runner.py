@@ -69,6 +69,7 @@ class TaskRequest(BaseModel):
     model: str | None = Field(None, max_length=256)  # a served model version or adapter name
     sampling: SamplingSettings | None = None
     idempotency_key: str | None = Field(None, max_length=128)
+    paused: bool = Field(False, description="Start held before the first action (supervised from the start).")
 
 
 class UnknownModel(LookupError):
@@ -468,6 +469,9 @@ class TaskRunner:
             started = started.model_copy(update={"model_version": version})
         cancel = asyncio.Event()
         takeover = Takeover()
+        if request.paused:
+            takeover.pause()
+            await asyncio.to_thread(self.cluster.request, episode.id, paused=True, action=None)
         task = asyncio.create_task(
             self._run(started, request, lease, cancel, takeover), name=f"episode-{episode.id}"
         )

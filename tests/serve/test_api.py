@@ -247,11 +247,9 @@ def _held(client: httpx.Client, task_id: str, index: int, timeout: float = 30) -
 def test_a_person_drives_a_task_step_by_step_seeing_what_the_policy_proposes(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service(ScriptedPolicy(steps=1000, delay_s=0.05))
     client = service.client(service.agent)
-    task_id = client.post("/v1/tasks", json={"goal": "drive me", "max_steps": 200}).json()["id"]
-    wait_for_steps(client, task_id, 1)
-    assert client.post(f"/v1/tasks/{task_id}/pause").status_code == 200
-    first = client.get(f"/v1/tasks/{task_id}").json()
-    index = first["steps"] if first["held"] is None else first["held"]["index"]
+    body = {"goal": "drive me", "max_steps": 200, "paused": True}  # held from its first step
+    task_id = client.post("/v1/tasks", json=body).json()["id"]
+    index = 0
     held = _held(client, task_id, index)
     assert held["proposed_action"]["action"]
     assert held["raw_response"]
