@@ -198,7 +198,21 @@ class EpisodeRunner:
                 # An all-black frame (screen off, or an app that forbids capture): never training data.
                 extra={"black_frame": capture.note or "black"} if capture.black else {},
             )
-            if result.parsed.action is None:
+            # A reviewer (a person holding the task) sees every step, and may supply the action
+            # where the policy's response could not be parsed.
+            device_action = to_device_action(result.parsed.action, geometry) if result.parsed.action else None
+            step = step.model_copy(update={"device_action": device_action})
+            review = await self.reviewer.review(episode, step) if self.reviewer is not None else Review()
+            if review.verdict is Verdict.ABORT:
+                await self._save(
+                    episode, step.model_copy(update={"ended_at": utcnow(), "error": "aborted by reviewer"})
+                )
+                return self._finish(episode, EpisodeStatus.CANCELLED, "aborted by reviewer")
+            if review.verdict is Verdict.REPLACE and review.action is not None:
+                device_action = review.action
+                step = step.model_copy(update={"source": StepSource.HUMAN, "device_action": device_action,
+                                               "expert": ActionLabel.from_action(device_action)})  # fmt: skip
+            if device_action is None:
                 parse_errors += 1
                 step = step.model_copy(update={"ended_at": utcnow()})
                 await self._save(episode, step)
@@ -212,22 +226,11 @@ class EpisodeRunner:
                     )
                     return self._finish(episode, EpisodeStatus.FAILED, reason)
                 continue  # the same screen again; the bad response stays out of the history
-            action = result.parsed.action
-            device_action = to_device_action(action, geometry)
-            step = step.model_copy(update={"device_action": device_action})
-            if self.reviewer is not None:
-                review = await self.reviewer.review(episode, step)
-                if review.verdict is Verdict.ABORT:
-                    await self._save(
-                        episode,
-                        step.model_copy(update={"ended_at": utcnow(), "error": "aborted by reviewer"}),
-                    )
-                    return self._finish(episode, EpisodeStatus.CANCELLED, "aborted by reviewer")
-                if review.verdict is Verdict.REPLACE and review.action is not None:
-                    device_action = review.action
-                    action = from_device_action(review.action, geometry)
-                    step = step.model_copy(update={"source": StepSource.HUMAN, "device_action": device_action,
-                                                   "expert": ActionLabel.from_action(device_action)})  # fmt: skip
+            action = (
+                result.parsed.action
+                if step.source is StepSource.POLICY and result.parsed.action is not None
+                else from_device_action(device_action, geometry)
+            )
             # Durable before the action reaches the phone.
             await self._save(episode, step)
             t1 = time.perf_counter()

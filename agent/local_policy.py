@@ -139,6 +139,10 @@ class LocalModels:
         """Load a version under ``name`` (blocking: call it off the event loop)."""
         if name in self._models:
             raise ValueError(f"a version is already served as {name!r}; unload it first")
+        from transformers.utils import logging as transformers_logging
+
+        # A service's log is no place for a progress bar.
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         policy = LocalPolicy(checkpoint, adapter_dir=adapter, model_version=name, prompt=self.prompt,
                              sampling=self.sampling, device=self.device)  # fmt: skip
         self._models[name] = policy

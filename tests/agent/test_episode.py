@@ -127,6 +127,43 @@ def test_a_person_can_take_over_a_step(store, fleet, sim) -> None:  # type: igno
     assert sim.phone.foreground.package == "com.android.settings"
 
 
+def test_a_person_can_supply_the_action_of_a_step_the_policy_could_not_answer(store, fleet, sim) -> None:  # type: ignore[no-untyped-def]
+    from devices.sim.ui import find
+
+    task = TASKS["open_app"].create(0)
+    task.initialize(sim.phone)
+    icon = find(sim.phone.view(), desc="Settings")
+    assert icon is not None
+
+    class Garbled:
+        model_version = "garbled"
+
+        async def predict(self, turns, *, sampling=None, model=None):  # type: ignore[no-untyped-def]
+            return PolicyResult.from_text("no action here", model_version="garbled", prompt_tokens=0,
+                                          completion_tokens=0)  # fmt: skip
+
+        async def aclose(self) -> None:
+            return None
+
+    class Person:
+        async def review(self, episode, step):  # type: ignore[no-untyped-def]
+            assert step.device_action is None  # nothing was proposed
+            if step.index == 0:
+                return Review(Verdict.REPLACE, Click(coordinate=icon.center))
+            return Review()
+
+    runner = EpisodeRunner(Garbled(), _driver(fleet, sim), store, EpisodeSettings(settle_s=0.0, max_steps=5,
+                           max_parse_errors=0), reviewer=Person())  # fmt: skip
+    episode = asyncio.run(runner.run(task.goal))
+    steps = store.get(episode.id).steps
+    assert [s.source for s in steps] == [StepSource.HUMAN, StepSource.POLICY]
+    assert steps[0].device_action == Click(coordinate=icon.center)
+    assert steps[0].raw_response == "no action here"  # the policy's answer stays on record
+    assert steps[1].device_action is None
+    assert episode.status is EpisodeStatus.FAILED  # the next unparseable answer ends it
+    assert sim.phone.foreground.package == "com.android.settings"
+
+
 def test_a_vanished_phone_ends_the_episode_with_a_device_error(store, fleet, sim) -> None:  # type: ignore[no-untyped-def]
     task = TASKS["create_contact"].create(0)
     task.initialize(sim.phone)
