@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
 
 .PHONY: demo test lint typecheck unit lock clean vllm-env
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/uis1 demo
 
 test: $(STAMP) vllm-env lint typecheck unit
@@ -32,6 +33,15 @@ $(STAMP): requirements/dev.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-input --no-deps --no-build-isolation -e . \
 		|| $(BIN)/python -m pip install --quiet --no-input --no-deps -e .
 	touch $(STAMP)
+
+# What the demo needs (the service, in-process inference and training), not the development tools;
+# a .venv that already has the development lock has all of it.
+$(DEMO_STAMP): requirements/train.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -f $(STAMP) || $(BIN)/python -m pip install --quiet --no-input -r requirements/train.lock
+	$(BIN)/python -m pip install --quiet --no-input --no-deps --no-build-isolation -e . \
+		|| $(BIN)/python -m pip install --quiet --no-input --no-deps -e .
+	touch $(DEMO_STAMP)
 
 # Re-resolve the pins after editing pyproject.toml (needs pip-tools, which the dev lock has).
 # The CPU build of torch resolves as 2.13.0+cpu; the lock keeps the plain version so that it

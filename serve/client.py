@@ -47,7 +47,8 @@ class AgentClient:
         return response.json()
 
     def create_task(self, goal: str, **options: Any) -> TaskResponse:
-        """Options: device ({serial, model, labels}), max_steps, timeout_s, model, sampling, idempotency_key."""
+        """Options: device ({serial, model, labels}), max_steps, timeout_s, model, sampling, idempotency_key,
+        paused (held before the first action)."""
         return TaskResponse.model_validate(self._json("POST", "/v1/tasks", json={"goal": goal, **options}))
 
     def task(self, task_id: str) -> TaskResponse:
@@ -110,6 +111,26 @@ class AgentClient:
 
     def models(self) -> dict[str, Any]:
         return dict(self._json("GET", "/v1/models"))
+
+    def model(self, name: str) -> dict[str, Any]:
+        """One version with its info (training, evaluation, gate decision) and events."""
+        return dict(self._json("GET", f"/v1/models/{name}"))
+
+    def register_model(self, name: str, **fields: Any) -> dict[str, Any]:
+        """Admin: register a version (served_name, base, adapter, kind, parent, info)."""
+        return dict(self._json("POST", "/v1/models", json={"name": name, **fields}))
+
+    def promote(self, version: str, *, reason: str | None = None, force: bool = False) -> dict[str, Any]:
+        """Admin: gate (unless ``force``) and promote a version, swapping it in where a swap is set up."""
+        body = {"version": version, "reason": reason, "force": force}
+        return dict(self._json("POST", "/v1/models/promote", json=body))
+
+    def start_job(self, kind: str = "retrain") -> dict[str, Any]:
+        """Admin: run a retraining job now."""
+        return dict(self._json("POST", "/v1/jobs", json={"kind": kind}))
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/v1/jobs/{job_id}"))
 
     def close(self) -> None:
         self._http.close()

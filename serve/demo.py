@@ -103,7 +103,7 @@ def choose_policy(kind: str, data_dir: Path) -> Choice:
                   PromptSettings())  # fmt: skip
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -122,7 +122,7 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
     data = data_dir or Path(tempfile.mkdtemp(prefix="uis1-demo-"))
     data.mkdir(parents=True, exist_ok=True)
     typer.echo(f"data: {data}")
-    adb_port = next(p for p in iter(_free_port, 0) if p not in EMULATOR_PORTS)
+    adb_port = next(p for p in iter(free_port, 0) if p not in EMULATOR_PORTS)
     with AdbServer(port=adb_port) as adb, SimFleet(adb) as fleet:
         for _ in range(phones):
             device = fleet.add()
@@ -132,7 +132,7 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
         store = StoreSettings(
             url=f"sqlite:///{data / 'trajectories.db'}", screenshot_dir=data / "screenshots"
         )
-        settings = ServeSettings(store=store, adb_servers=[f"127.0.0.1:{adb_port}"], port=port or _free_port(),
+        settings = ServeSettings(store=store, adb_servers=[f"127.0.0.1:{adb_port}"], port=port or free_port(),
                                  resize=choice.prompt.resize,
                                  episode=EpisodeSettings(max_steps=15, max_parse_errors=2, settle_s=0.2))  # fmt: skip
         from agent.store import TrajectoryStore

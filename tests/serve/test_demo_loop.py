@@ -1,0 +1,46 @@
+"""The loop demo end to end on a small setting: a starter that fails a task, a person's correction
+through the takeover API, the retraining job, the gate, the hot swap, and the task done after."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(1500)
+
+
+def test_the_loop_demo_turns_a_corrected_failure_into_a_success(tmp_path: Path) -> None:
+    from agent.store import EpisodeQuery, TrajectoryStore
+    from agent.trajectory import StepSource
+    from serve.demo_loop import LoopSetting, run_loop
+
+    setting = LoopSetting(
+        known=("wifi_on",), new=("bluetooth_on",), starter_seeds=tuple(range(100, 108)), starter_steps=200,
+        held_out_seeds=(1,), gate_seeds=(1000,), retrain_steps=100,
+    )  # fmt: skip
+    result = run_loop(setting, data_dir=tmp_path / "demo", cache=tmp_path / "cache", quiet=True)
+
+    corrected = [r for r in result.rows if r.corrected]
+    assert [r.family for r in corrected] == ["bluetooth_on"]  # the starter failed the task it never saw
+    assert result.corrected_steps >= 1
+    assert result.promoted is not None, result.gate
+    assert sum(bool(r.after) for r in corrected) > sum(bool(r.before) for r in corrected)
+    # The swap happened under load, and no request failed: the stream saw both versions answer.
+    assert result.failed_requests == []
+    assert result.requests_during_swap > 0
+
+    # Every step of every episode is in the store, with the version that took it.
+    store = TrajectoryStore(
+        f"sqlite:///{tmp_path / 'demo' / 'trajectories.db'}", tmp_path / "demo" / "screenshots"
+    )
+    episodes = [store.get(e.id) for e in store.query(EpisodeQuery(limit=1000))]
+    assert len(episodes) == 2 * len(result.rows) + len(corrected)  # before, after, and the corrections
+    versions = {e.model_version for e in episodes}
+    assert versions == {"starter", result.promoted}
+    for episode in episodes:
+        assert episode.steps, episode.id
+        assert [s.index for s in episode.steps] == list(range(len(episode.steps)))
+        assert {s.model_version for s in episode.steps} == {episode.model_version}
+    human = [s for e in episodes for s in e.steps if s.source is StepSource.HUMAN]
+    assert len(human) == result.corrected_steps
