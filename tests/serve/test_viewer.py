@@ -191,6 +191,9 @@ def test_viewer_follows_a_running_task_live_and_a_click_on_the_screen_takes_over
     page.wait_for_selector("#manual:not(.hidden)")
     page.wait_for_function("() => document.getElementById('live').naturalWidth > 0")
     assert client.get(f"/v1/tasks/{task_id}").json()["paused"] is True
+    # The panel shows what the model proposes for the held step (what "Resume" would run).
+    page.wait_for_function("() => document.getElementById('proposal').textContent.includes('proposes wait')")
+    page.locator("#hold").check()  # keep control: held again after the person's step
     live = page.locator("#live")
     box = live.bounding_box()
     live.click(position={"x": box["width"] * 0.25, "y": box["height"] * 0.5})
@@ -209,6 +212,19 @@ def test_viewer_follows_a_running_task_live_and_a_click_on_the_screen_takes_over
     page.wait_for_function(
         "() => [...document.querySelectorAll('#strip li')].some(li => li.textContent.includes('✋'))"
     )
+    held_at = human[0]["index"] + 1
+    deadline = time.monotonic() + 30
+    while (client.get(f"/v1/tasks/{task_id}").json()["held"] or {}).get("index") != held_at:
+        assert time.monotonic() < deadline, "the task was not held again after the person's step"
+        time.sleep(0.1)
+    assert page.locator("#manual").is_visible()
+    page.locator("#hold").uncheck()
+    page.locator("#resume").click()  # the model's own action, and the task runs on by itself
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/tasks/{task_id}").json()["steps"] < held_at + 3:
+        assert time.monotonic() < deadline, "the task did not go on after Resume"
+        time.sleep(0.1)
+    assert client.get(f"/v1/tasks/{task_id}").json()["paused"] is False
 
     assert client.post(f"/v1/tasks/{task_id}/cancel").json()["status"] == "cancelled"
     page.wait_for_function("() => document.getElementById('status').textContent === 'cancelled'")
