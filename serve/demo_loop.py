@@ -507,22 +507,20 @@ def _follow_job(client: Any, job_id: str, steps: int, console: Any) -> dict[str,
             time.sleep(0.5)
 
 
-def render(result: LoopResult) -> str:
-    """The before/after table, and what it shows."""
-    from rich.console import Console
+def render(result: LoopResult) -> Any:
+    """The before/after table, and what it shows (a rich renderable)."""
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     after = result.promoted or result.starter
     table = Table(title="Before and after retraining on the corrected traffic")
-    for column in ("task", "instance", "corrected", result.starter, after):
-        table.add_column(column)
+    for column in ("task", "instance", "corrected", result.starter, f"after: {after}"):
+        table.add_column(column, overflow="fold")
     for row in sorted(result.rows, key=lambda r: (r.seed != 0, not r.corrected, r.family)):
         table.add_row(row.family, "demo" if row.seed == 0 else f"held-out (seed {row.seed})",
                       "yes" if row.corrected else "", _cell(row.before), _cell(row.after))  # fmt: skip
-    console = Console(width=110)
-    with console.capture() as captured:
-        console.print(table)
-    lines = [captured.get().rstrip()]
+    lines: list[str] = []
     corrected = [r for r in result.rows if r.corrected]
     lines.append(
         f"Corrected tasks: {sum(bool(r.before) for r in corrected)}/{len(corrected)} done before, "
@@ -545,7 +543,7 @@ def render(result: LoopResult) -> str:
     for row in result.rows:
         for link in row.links[-1:]:
             lines.append(f"  {row.family} ({'demo' if row.seed == 0 else f'seed {row.seed}'}): {link}")
-    return "\n".join(lines)
+    return Group(table, Text("\n".join(lines)))
 
 
 def _cell(value: bool | None) -> str:
