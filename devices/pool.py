@@ -277,6 +277,13 @@ class DevicePool:
             return False
         return all(device.labels.get(k) == v for k, v in labels.items())
 
+    def known_match(self, serial: str | None, model: str | None, labels: Mapping[str, str]) -> bool | None:
+        """Whether a known device (free, leased or offline) matches; None when it cannot be told,
+        because an adb server did not answer the last refresh."""
+        if any(self._matches(d, serial, model, labels) for d in self.devices.values()):
+            return True
+        return None if self.unreachable else False
+
     async def acquire(
         self,
         *,

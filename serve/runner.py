@@ -76,6 +76,10 @@ class UnknownModel(LookupError):
     pass
 
 
+class NoSuchDevice(LookupError):
+    """No device the pool knows matches the task's selector: it would wait in the queue forever."""
+
+
 class NotRunning(LookupError):
     pass
 
@@ -185,6 +189,13 @@ class TaskRunner:
         if depth >= self.settings.max_queue or self._stopping:
             raise QueueFull(retry_after_s=max(5, depth // max(1, len(self.pool.devices)) * 10))
         await asyncio.to_thread(self._route, request)  # an unknown model is refused now; pinned at start
+        wanted = request.device
+        if self.pool.known_match(wanted.serial, wanted.model, wanted.labels) is False:
+            await self.pool.refresh()  # a phone plugged in since the last health check counts
+        if self.pool.known_match(wanted.serial, wanted.model, wanted.labels) is False:
+            known = ", ".join(sorted(self.pool.devices)) or "none"
+            raise NoSuchDevice(f"no device matches {wanted.model_dump(exclude_defaults=True)} (known: {known}); "
+                               "connect it first (POST /v1/devices/connect)")  # fmt: skip
         labels = {"submitted_by": submitted_by} if submitted_by else {}
         if request.idempotency_key:
             labels["idempotency_key"] = request.idempotency_key

@@ -14,7 +14,7 @@ from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
 from agent.trajectory import Episode, EpisodeStatus
 from serve.deps import AgentKey, StateDep
-from serve.runner import NotRunning, OffScreen, QueueFull, TaskRequest, UnknownModel
+from serve.runner import NoSuchDevice, NotRunning, OffScreen, QueueFull, TaskRequest, UnknownModel
 from serve.schemas import (
     FeedbackRequest,
     FeedbackResponse,
@@ -44,7 +44,7 @@ async def create_task(
 ) -> TaskResponse:
     try:
         episode, created = await state.runner.submit(request, submitted_by=key.id)
-    except UnknownModel as exc:
+    except (UnknownModel, NoSuchDevice) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     except QueueFull as exc:
         raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, "the task queue is full",

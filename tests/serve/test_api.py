@@ -120,14 +120,30 @@ def test_twenty_tasks_on_four_phones_all_finish_never_two_on_one_phone(make_serv
 
 
 def test_a_full_queue_answers_429_with_retry_after(make_service) -> None:  # type: ignore[no-untyped-def]
-    service = make_service(max_queue=2)
+    service = make_service(ScriptedPolicy(steps=1000, delay_s=0.2), max_queue=2)
     client = service.client(service.agent)
-    nowhere = {"serial": "127.0.0.1:1"}  # no such device: tasks stay queued
-    assert client.post("/v1/tasks", json={"goal": "a", "device": nowhere}).status_code == 202
-    assert client.post("/v1/tasks", json={"goal": "b", "device": nowhere}).status_code == 202
-    full = client.post("/v1/tasks", json={"goal": "c", "device": nowhere})
+    busy = {"serial": client.get("/v1/devices").json()[0]["serial"]}  # one task holds it: the rest wait
+    holder = client.post("/v1/tasks", json={"goal": "long", "max_steps": 200, "device": busy}).json()["id"]
+    wait_for_steps(client, holder, 1)
+    assert client.post("/v1/tasks", json={"goal": "a", "device": busy}).status_code == 202
+    assert client.post("/v1/tasks", json={"goal": "b", "device": busy}).status_code == 202
+    full = client.post("/v1/tasks", json={"goal": "c", "device": busy})
     assert full.status_code == 429
     assert int(full.headers["Retry-After"]) > 0
+
+
+def test_a_task_for_a_device_no_pool_knows_is_refused_not_queued_forever(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=1))
+    client = service.client(service.agent)
+    serial = client.get("/v1/devices").json()[0]["serial"]
+    for selector in ({"serial": "no-such-phone"}, {"model": "Pixel 99"}, {"labels": {"rack": "b"}}):
+        refused = client.post("/v1/tasks", json={"goal": "Turn on Wi-Fi", "device": selector})
+        assert refused.status_code == 422, (selector, refused.text)
+        assert "connect it first" in refused.json()["detail"]
+    assert client.get("/v1/tasks").json()["tasks"] == []  # nothing was queued
+    accepted = client.post("/v1/tasks", json={"goal": "Turn on Wi-Fi", "device": {"serial": serial}})
+    assert accepted.status_code == 202
+    assert wait_finished(client, accepted.json()["id"])["status"] == "succeeded"
 
 
 def test_idempotency_key_returns_the_same_task(make_service) -> None:  # type: ignore[no-untyped-def]
@@ -154,10 +170,9 @@ def test_cancel_stops_a_running_task_within_a_step(make_service) -> None:  # typ
 def test_a_restart_mid_run_keeps_recorded_steps_and_marks_the_episode_interrupted(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service(ScriptedPolicy(steps=1000, delay_s=0.2), shutdown_grace_s=0.5)
     client = service.client(service.agent)
-    running = client.post("/v1/tasks", json={"goal": "long", "max_steps": 200}).json()["id"]
-    queued = client.post(
-        "/v1/tasks", json={"goal": "later #steps=2", "device": {"serial": "127.0.0.1:1"}}
-    ).json()["id"]
+    phone = {"serial": client.get("/v1/devices").json()[0]["serial"]}  # the running task holds it
+    running = client.post("/v1/tasks", json={"goal": "long", "max_steps": 200, "device": phone}).json()["id"]
+    queued = client.post("/v1/tasks", json={"goal": "later #steps=2", "device": phone}).json()["id"]
     wait_for_steps(client, running, 2)
     service.stop()
     restarted = make_service(ScriptedPolicy(steps=2))
@@ -165,7 +180,7 @@ def test_a_restart_mid_run_keeps_recorded_steps_and_marks_the_episode_interrupte
     episode = client.get(f"/v1/tasks/{running}").json()
     assert episode["status"] == "interrupted"
     assert episode["steps"] >= 2
-    assert client.get(f"/v1/tasks/{queued}").json()["status"] == "pending"  # still queued after restart
+    assert wait_finished(client, queued)["status"] == "succeeded"  # still queued after restart, and run
 
 
 def test_metrics_expose_tasks_queue_latency_devices_and_model(make_service) -> None:  # type: ignore[no-untyped-def]
