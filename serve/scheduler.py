@@ -9,10 +9,10 @@ promotion watcher gates and swaps the candidate it registered.
     uis1 scheduler          # the schedule and the promotion watcher, without the API
     UIS1_SCHEDULER__ENABLED=true uis1 serve   # both inside the API process
 
-Cron: five fields (minute hour day-of-month month day-of-week, Sunday = 0 or 7) with ``*``,
-lists, ranges and steps, or ``@hourly``, ``@daily``/``@midnight``/``@nightly``, ``@weekly``,
-``@monthly``; as in Vixie cron, when both day fields are restricted either may match. Times are
-in ``scheduler.timezone`` (UTC by default).
+Cron (croniter): five fields (minute hour day-of-month month day-of-week, Sunday = 0 or 7) with
+``*``, lists, ranges, steps and names (``MON-FRI``, ``JAN``), or ``@hourly``, ``@daily``/``@midnight``,
+``@nightly`` (02:00), ``@weekly``, ``@monthly``, ``@yearly``; as in Vixie cron, when both day fields
+are restricted either may match. Times are in ``scheduler.timezone`` (UTC by default).
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from croniter import CroniterError, croniter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent.jobs import Job, JobStatus, JobStore
@@ -32,15 +33,8 @@ from agent.trajectory import utcnow
 
 log = logging.getLogger(__name__)
 
-MACROS = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@nightly": "0 2 * * *",
-          "@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *"}  # fmt: skip
-FIELDS = (
-    ("minute", 0, 59),
-    ("hour", 0, 23),
-    ("day of month", 1, 31),
-    ("month", 1, 12),
-    ("day of week", 0, 7),
-)
+# croniter knows @yearly, @monthly, @weekly, @daily, @midnight and @hourly; this one is ours.
+MACROS = {"@nightly": "0 2 * * *"}
 
 
 class CronError(ValueError):
@@ -48,63 +42,26 @@ class CronError(ValueError):
 
 
 class Cron:
+    """A cron expression (croniter's dialect: five fields with names such as ``MON-FRI`` or ``JAN``,
+    lists, ranges, steps and the @ macros); when both day fields are restricted, either may match."""
+
     def __init__(self, expression: str) -> None:
         self.expression = expression
-        text = MACROS.get(expression.strip().lower(), expression)
-        parts = text.split()
-        if len(parts) != 5:
+        self._text = MACROS.get(expression.strip().lower(), expression.strip())
+        if len(self._text.split()) != 5 and not self._text.startswith("@"):
             raise CronError(f"{expression!r}: a cron expression has 5 fields (minute hour day month weekday)")
-        sets = [_field(part, name, lo, hi) for part, (name, lo, hi) in zip(parts, FIELDS, strict=True)]
-        self.minutes, self.hours, self.days, self.months, weekdays = sets
-        self.weekdays = {d % 7 for d in weekdays}
-        self.any_day = parts[2] == "*"
-        self.any_weekday = parts[4] == "*"
-
-    def _day_matches(self, day: datetime) -> bool:
-        if day.month not in self.months:
-            return False
-        dom = day.day in self.days
-        dow = (day.isoweekday() % 7) in self.weekdays
-        if self.any_day or self.any_weekday:
-            return dom and dow
-        return dom or dow
+        try:
+            croniter(self._text)
+        except (CroniterError, ValueError) as exc:
+            raise CronError(f"{expression!r}: {exc}") from None
 
     def next_after(self, moment: datetime) -> datetime:
         """The first fire time strictly after ``moment`` (in ``moment``'s time zone)."""
-        start = moment.replace(second=0, microsecond=0) + timedelta(minutes=1)
-        day = start.replace(hour=0, minute=0)
-        for _ in range(366 * 5):  # every schedule fires within five years (29 February)
-            if self._day_matches(day):
-                for hour in sorted(self.hours):
-                    for minute in sorted(self.minutes):
-                        candidate = day.replace(hour=hour, minute=minute)
-                        if candidate >= start:
-                            return candidate
-            day = (day + timedelta(days=1)).replace(hour=0, minute=0)
-        raise CronError(f"{self.expression!r} never fires")
-
-
-def _field(part: str, name: str, lo: int, hi: int) -> set[int]:
-    values: set[int] = set()
-    for item in part.split(","):
-        body, _, step_text = item.partition("/")
         try:
-            step = int(step_text) if step_text else 1
-            if body == "*":
-                first, last = lo, hi
-            elif "-" in body:
-                a, b = body.split("-", 1)
-                first, last = int(a), int(b)
-            else:
-                first = last = int(body)
-                if step_text:
-                    last = hi
-        except ValueError:
-            raise CronError(f"bad {name} field {part!r}") from None
-        if step < 1 or not lo <= first <= last <= hi:
-            raise CronError(f"{name} field {part!r} is outside {lo}-{hi}")
-        values.update(range(first, last + 1, step))
-    return values
+            fire: datetime = croniter(self._text, moment).get_next(datetime)
+        except CroniterError as exc:  # e.g. 30 February: it never comes
+            raise CronError(f"{self.expression!r} never fires: {exc}") from None
+        return fire
 
 
 class SchedulerSettings(BaseModel):

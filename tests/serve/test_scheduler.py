@@ -32,6 +32,9 @@ def at(text: str) -> datetime:
         ("0 12 1 * 3", "2026-12-01T13:00", "2026-12-02T12:00"),  # day of month OR Wednesday
         ("@hourly", "2026-12-03T10:30", "2026-12-03T11:00"),
         ("@nightly", "2026-12-03T10:30", "2026-12-04T02:00"),
+        ("30 1 * * MON-FRI", "2026-12-05T00:00", "2026-12-07T01:30"),  # Saturday -> Monday
+        ("0 0 1 JAN *", "2026-12-03T00:00", "2027-01-01T00:00"),
+        ("@yearly", "2026-12-03T00:00", "2027-01-01T00:00"),
     ],
 )
 def test_next_fire_times(expression: str, after: str, expected: str) -> None:
@@ -39,7 +42,7 @@ def test_next_fire_times(expression: str, after: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["0 2 * *", "60 * * * *", "* 24 * * *", "*/0 * * * *", "a * * * *", "5-1 * * * *"]
+    "bad", ["0 2 * *", "60 * * * *", "* 24 * * *", "*/0 * * * *", "a * * * *", "* * 32 * *", "0 0 * * FUN"]
 )
 def test_bad_expressions_are_refused_with_the_field(bad: str) -> None:
     with pytest.raises(CronError):
