@@ -2,7 +2,8 @@
 
 Images travel inline as base64 data URLs, already smart-resized by the prompt builder, so the
 server sees exactly the size the coordinates refer to. Connection errors, timeouts, 429 and 5xx
-are retried with exponential backoff (tenacity), a bounded number of times and all within one
+are retried (``agent.retries``: the server's Retry-After, else jittered exponential back-off), a
+bounded number of times and all within one
 deadline per prediction (``deadline_s``, default 1.5 x ``timeout_s``): a server that accepts and
 never answers fails a step within the deadline, not after retries x ``timeout_s``. Any other 4xx
 is the request's fault and is not retried; a 200 that is not a completion is ``PolicyMalformed``.
@@ -26,15 +27,13 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential,
 )
 
 from agent.policy import PolicyMalformed, PolicyRejected, PolicyResult, PolicyUnavailable, SamplingSettings
 from agent.prompt import PromptSettings, Turn, to_openai_messages
+from agent.retries import Retryable, check, wait_retry_after
 
 log = logging.getLogger(__name__)
-
-RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
 class VllmSettings(BaseModel):
@@ -135,8 +134,8 @@ class VllmPolicy:
         deadline = time.monotonic() + budget
         retrying = AsyncRetrying(
             stop=stop_after_attempt(s.max_retries + 1) | stop_after_delay(budget),
-            wait=wait_exponential(multiplier=s.backoff_s, min=s.backoff_s, max=max(s.backoff_s, 8.0)),
-            retry=retry_if_exception_type(_Retry),
+            wait=wait_retry_after(s.backoff_s, cap_s=max(s.backoff_s, 8.0)),
+            retry=retry_if_exception_type(Retryable),
             before_sleep=_log_retry,
             reraise=True,
         )
@@ -145,10 +144,10 @@ class VllmPolicy:
                 with attempt:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise _Retry("the deadline passed")
+                        raise Retryable("the deadline passed")
                     timeout = httpx.Timeout(min(s.timeout_s, left), connect=min(s.connect_timeout_s, left))
                     return await self._attempt(path, body, timeout)
-        except _Retry as exc:
+        except Retryable as exc:
             attempts = retrying.statistics.get("attempt_number", 1)
             tries = f"{attempts} attempt" + ("s" if attempts != 1 else "")
             raise PolicyUnavailable(
@@ -160,12 +159,11 @@ class VllmPolicy:
         try:
             response = await self._client.post(path, json=body, timeout=timeout)
         except (httpx.TransportError, httpx.TimeoutException) as exc:
-            raise _Retry(f"{type(exc).__name__}: {exc}") from None
+            raise Retryable(f"{type(exc).__name__}: {exc}") from None
         if response.status_code >= 400:
             detail = _error_message(response)
-            if response.status_code not in RETRYABLE_STATUS:
-                raise PolicyRejected(f"{response.status_code} from the policy server: {detail}")
-            raise _Retry(f"{response.status_code}: {detail}")
+            check(response, detail)
+            raise PolicyRejected(f"{response.status_code} from the policy server: {detail}")
         try:
             data = response.json()
         except ValueError:
@@ -194,10 +192,6 @@ class VllmPolicy:
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-class _Retry(Exception):
-    """An attempt failed in a way another attempt may not (connection, timeout, 429, 5xx)."""
 
 
 def _log_retry(state: RetryCallState) -> None:

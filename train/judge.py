@@ -19,7 +19,9 @@ from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
+from agent.retries import Retryable, check, wait_retry_after
 from agent.store import EpisodeQuery, TrajectoryStore
 from agent.trajectory import Episode
 
@@ -45,6 +47,8 @@ class JudgeSettings(BaseModel):
     max_tokens: int = Field(256, gt=0)
     timeout_s: float = Field(120.0, gt=0)
     max_episodes: int = Field(500, gt=0)  # per run
+    max_retries: int = Field(3, ge=0)  # per episode, on connection errors, 408, 429 and 5xx
+    backoff_s: float = Field(1.0, ge=0)  # first retry delay (grows, with jitter, up to 30 s)
 
 
 def parse_verdict(text: str) -> bool | None:
@@ -100,14 +104,34 @@ def judge_episodes(
     return counts
 
 
+def _ask(http: httpx.Client, body: dict[str, Any]) -> str:
+    try:
+        response = http.post("/v1/chat/completions", json=body)
+    except httpx.TransportError as exc:  # connection refused or reset, timeouts
+        raise Retryable(f"{type(exc).__name__}: {exc}") from None
+    check(response, response.text[:200])
+    response.raise_for_status()
+    return str(response.json()["choices"][0]["message"].get("content") or "")
+
+
+def _log_retry(state: RetryCallState) -> None:
+    problem = state.outcome.exception() if state.outcome is not None else None
+    delay = state.next_action.sleep if state.next_action is not None else 0.0
+    log.warning("judge request failed (%s); retrying in %.1fs", problem, delay)
+
+
 def _judge_one(store: TrajectoryStore, episode: Episode, settings: JudgeSettings, http: httpx.Client) -> str:
     body = {"model": settings.model, "messages": judge_messages(episode, store, settings), "temperature": 0.0,
             "max_tokens": settings.max_tokens}  # fmt: skip
+    retrying = Retrying(
+        stop=stop_after_attempt(settings.max_retries + 1), wait=wait_retry_after(settings.backoff_s, cap_s=30.0),
+        retry=retry_if_exception_type(Retryable), before_sleep=_log_retry, reraise=True,
+    )  # fmt: skip
     try:
-        response = http.post("/v1/chat/completions", json=body)
-        response.raise_for_status()
-        text = str(response.json()["choices"][0]["message"].get("content") or "")
-    except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+        for attempt in retrying:
+            with attempt:
+                text = _ask(http, body)
+    except (Retryable, httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
         log.warning("judge request for %s failed: %s", episode.id, exc)
         return "error"
     verdict = parse_verdict(text)

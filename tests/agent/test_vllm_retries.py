@@ -120,3 +120,36 @@ def test_a_hung_server_fails_a_prediction_within_its_deadline_and_readiness_with
     assert failed_after < 3  # the deadline, not 4 attempts x 60 s
     assert not healthy
     assert probed_in < 2
+
+
+def test_retry_after_is_honoured_and_back_off_is_jittered() -> None:
+    import time
+
+    from tenacity import RetryCallState
+
+    from agent.retries import Retryable, retry_after, wait_retry_after
+
+    times: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        times.append(time.monotonic())
+        if len(times) == 1:
+            return httpx.Response(503, headers={"Retry-After": "0.4"}, json={"error": "loading"})
+        return httpx.Response(200, json=OK)
+
+    # A jittered back-off of up to 60 s would miss the bound below: the server's 0.4 s is what counts.
+    settings = VllmSettings(base_url="http://policy", backoff_s=60.0, max_retries=2, timeout_s=90)
+    policy = VllmPolicy(settings, transport=httpx.MockTransport(handler))
+    assert asyncio.run(policy.predict(TURNS)).parsed.ok
+    assert 0.4 <= times[1] - times[0] < 2.0
+
+    assert retry_after(httpx.Response(503, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
+    assert retry_after(httpx.Response(503, headers={"Retry-After": "soon"})) is None
+    waits = set()
+    for _ in range(20):  # without Retry-After: full jitter, so clients refused together spread out
+        state = RetryCallState(None, None, (), {})
+        state.attempt_number = 3
+        state.set_exception((Retryable, Retryable("503"), None))
+        waits.add(wait_retry_after(1.0, cap_s=8.0)(state))
+    assert len(waits) > 10
+    assert all(0 <= w <= 8.0 for w in waits)

@@ -68,7 +68,7 @@ def test_the_judge_labels_unlabelled_episodes(store, tmp_path: Path) -> None:  #
         reply = next((v for k, v in text.items() if k in task), "Hard to say.")
         return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": reply}}]})
 
-    settings = JudgeSettings(enabled=True, model="qwen-judge", screenshots=2)
+    settings = JudgeSettings(enabled=True, model="qwen-judge", screenshots=2, max_retries=0)
     client = httpx.Client(base_url="http://judge", transport=httpx.MockTransport(answer))
     counts = judge_episodes(store, settings, client=client)
     assert counts == {"success": 1, "failure": 1, "unclear": 1, "error": 1}
@@ -92,3 +92,49 @@ def test_the_judge_labels_unlabelled_episodes(store, tmp_path: Path) -> None:  #
     assert sorted(e.goal for e in ignored.train) == ["Turn off Wi-Fi"]
     trusted = curate(every, tmp_path / "b", CurationSettings(holdout_fraction=0.0, trust_judge=True))
     assert sorted(e.goal for e in trusted.train) == ["Turn off Wi-Fi", "Turn on Wi-Fi"]
+
+
+def test_the_judge_retries_what_may_pass_and_waits_as_the_server_asks(store) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    episode = Episode(goal="Turn on Wi-Fi", status=EpisodeStatus.FAILED,
+                      steps=[Step(index=0, screenshot=store.screenshots.put(b"not a png", 1, 1))])  # fmt: skip
+    store.save_episode(episode)
+    store.save_step(episode.id, episode.steps[0])
+    replies = [
+        httpx.Response(503, headers={"Retry-After": "0.3"}, json={"error": "loading"}),
+        httpx.Response(429, headers={"Retry-After": "0"}, json={"error": "busy"}),
+        httpx.Response(200, json={"choices": [{"message": {"content": "VERDICT: SUCCESS"}}]}),
+    ]
+    times: list[float] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        times.append(time.monotonic())
+        return replies[len(times) - 1]
+
+    settings = JudgeSettings(enabled=True, backoff_s=10.0)  # a back-off would take seconds: Retry-After wins
+    client = httpx.Client(base_url="http://judge", transport=httpx.MockTransport(answer))
+    assert judge_episodes(store, settings, client=client) == {
+        "success": 1,
+        "failure": 0,
+        "unclear": 0,
+        "error": 0,
+    }
+    assert len(times) == 3
+    assert 0.3 <= times[1] - times[0] < 2.0
+    assert times[2] - times[1] < 2.0
+    assert store.get(episode.id).is_successful is True
+
+    # A request the server refuses as bad is not repeated.
+    again = Episode(goal="Mute the phone", status=EpisodeStatus.FAILED, steps=episode.steps)
+    store.save_episode(again)
+    store.save_step(again.id, episode.steps[0])
+    refused: list[int] = []
+
+    def bad_request(request: httpx.Request) -> httpx.Response:
+        refused.append(1)
+        return httpx.Response(400, json={"error": "bad request"})
+
+    client = httpx.Client(base_url="http://judge", transport=httpx.MockTransport(bad_request))
+    assert judge_episodes(store, settings, client=client)["error"] == 1
+    assert len(refused) == 1
