@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,6 +69,7 @@ class Verdict(StrEnum):
 class Review:
     verdict: Verdict = Verdict.APPROVE
     action: Action | None = None  # the replacement, in device pixels (what a person taps)
+    note: dict[str, Any] | None = None  # recorded with the step (``extra["review"]``), e.g. an approval
 
 
 class StepReviewer(Protocol):
@@ -203,6 +204,8 @@ class EpisodeRunner:
             device_action = to_device_action(result.parsed.action, geometry) if result.parsed.action else None
             step = step.model_copy(update={"device_action": device_action})
             review = await self.reviewer.review(episode, step) if self.reviewer is not None else Review()
+            if review.note:
+                step = step.model_copy(update={"extra": {**step.extra, "review": review.note}})
             if review.verdict is Verdict.ABORT:
                 await self._save(
                     episode, step.model_copy(update={"ended_at": utcnow(), "error": "aborted by reviewer"})

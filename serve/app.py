@@ -80,7 +80,8 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         cluster = Cluster(store.engine, settings.replica_id, settings.device_lease_ttl_s)
         runner = TaskRunner(store, pool, chosen, RunnerSettings(max_queue=settings.max_queue,
                             grace_s=settings.shutdown_grace_s, episode=settings.episode,
-                            cluster_lease_ttl_s=settings.device_lease_ttl_s), prompt=prompt,
+                            cluster_lease_ttl_s=settings.device_lease_ttl_s, approval=settings.approval),
+                            prompt=prompt,
                             registry=registry, cluster=cluster)  # fmt: skip
         await runner.start()
         jobs = JobStore(store.engine)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -36,7 +36,7 @@ from serve import metrics
 from serve.cluster import Cluster, device_key
 from serve.schemas import step_revision
 from serve.swap import HOLD_LOCK, LOADED
-from serve.takeover import Takeover, off_screen
+from serve.takeover import Approval, Takeover, off_screen
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,9 @@ class TaskRequest(BaseModel):
     sampling: SamplingSettings | None = None
     idempotency_key: str | None = Field(None, max_length=128)
     paused: bool = Field(False, description="Start held before the first action (supervised from the start).")
+    approval: Approval | None = Field(
+        None, description="Actions that wait for a person (default: the service's)."
+    )
 
 
 class UnknownModel(LookupError):
@@ -107,6 +110,7 @@ class RunnerSettings:
     lease_ttl_s: float = 3600.0  # the pool's own lease, in this process
     cluster_lease_ttl_s: float = 30.0  # the database lease, renewed while the episode runs
     control_poll_s: float = 0.5  # how often requests sent to other replicas are picked up
+    approval: Approval = field(default_factory=Approval)  # unless a task sets its own
 
 
 @dataclass
@@ -343,10 +347,24 @@ class TaskRunner:
                 running.takeover.resume()
         self._publish(episode_id, {"event": "resumed", "hold": hold})
 
-    def held(self, episode_id: str) -> Step | None:
-        """The step held for the client on this replica (with the policy's proposed action), if any."""
+    def _on_hold(self, episode_id: str) -> Callable[[Step, str], Awaitable[None]]:
+        """What a step held for approval does: record the pause for every replica, and tell the stream."""
+
+        async def held(step: Step, reason: str) -> None:
+            await asyncio.to_thread(self.cluster.request, episode_id, paused=True, action=None)
+            proposed = step.device_action.to_dict() if step.device_action is not None else None
+            self._publish(episode_id, {"event": "approval", "index": step.index, "reason": reason,
+                                       "proposed_action": proposed})  # fmt: skip
+
+        return held
+
+    def held(self, episode_id: str) -> tuple[Step, str | None] | None:
+        """The step held for the client on this replica (with the policy's proposed action) and why
+        (an approval rule's reason; None when a person paused it), if any."""
         running = self._running.get(episode_id)
-        return running.takeover.held if running is not None else None
+        if running is None or running.takeover.held is None:
+            return None
+        return running.takeover.held, running.takeover.reason
 
     async def is_paused(self, episode_id: str) -> bool:
         """Whether a pause was asked for and not yet ended (the database is the record for all replicas)."""
@@ -479,7 +497,7 @@ class TaskRunner:
         if version is not None:
             started = started.model_copy(update={"model_version": version})
         cancel = asyncio.Event()
-        takeover = Takeover()
+        takeover = Takeover(request.approval or self.settings.approval, self._on_hold(episode.id))
         if request.paused:
             takeover.pause()
             await asyncio.to_thread(self.cluster.request, episode.id, paused=True, action=None)

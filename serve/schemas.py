@@ -37,6 +37,10 @@ class StepResponse(BaseModel):
         None,
         description="The rest of ended_at - started_at beyond policy_s and device_s is the service's own.",
     )
+    review: dict[str, Any] | None = Field(
+        None,
+        description="A person's decision on this step when a rule asked for approval: reason and decision.",
+    )
     revision: int = Field(
         1,
         description="0: recorded, its action not yet run; 1: final. The event stream sends a step again "
@@ -64,6 +68,7 @@ class StepResponse(BaseModel):
             device_s=step.timings.device_s,
             started_at=step.started_at,
             ended_at=step.ended_at,
+            review=step.extra.get("review"),
             revision=step_revision(step),
         )
 
@@ -74,11 +79,13 @@ class HeldStep(BaseModel):
         None, description="The policy's action for this step, in device pixels; a takeover replaces it."
     )
     raw_response: str = Field("", description="The policy's response, with its reasoning.")
+    reason: str | None = Field(None, description="Why it waits: an approval rule's reason (None: a pause).")
 
     @classmethod
-    def of(cls, step: Step) -> HeldStep:
+    def of(cls, held: tuple[Step, str | None]) -> HeldStep:
+        step, reason = held
         proposed = step.device_action.to_dict() if step.device_action is not None else None
-        return cls(index=step.index, proposed_action=proposed, raw_response=step.raw_response)
+        return cls(index=step.index, proposed_action=proposed, raw_response=step.raw_response, reason=reason)
 
 
 class TaskResponse(BaseModel):
@@ -102,7 +109,9 @@ class TaskResponse(BaseModel):
     trajectory_url: str
 
     @classmethod
-    def of(cls, episode: Episode, *, paused: bool = False, held: Step | None = None) -> TaskResponse:
+    def of(
+        cls, episode: Episode, *, paused: bool = False, held: tuple[Step, str | None] | None = None
+    ) -> TaskResponse:
         return cls(
             id=episode.id, goal=episode.goal, status=episode.status,
             device=episode.device.serial if episode.device else None, model_version=episode.model_version,

@@ -13,6 +13,7 @@ from agent.settings import AgentSettings
 from devices.adb_server import default_server
 from serve.scheduler import SchedulerSettings
 from serve.swap import SwapSettings
+from serve.takeover import Approval
 
 ReadinessCheck = Literal["database", "policy", "device"]
 
@@ -29,6 +30,10 @@ class ServeSettings(AgentSettings):
         description="adb servers of the device pool (JSON list; default: adb's own, ANDROID_ADB_SERVER_PORT)",
     )
     max_queue: int = Field(100, gt=0, description="Queued tasks before new ones get 429")
+    approval: Approval = Field(
+        default_factory=Approval,
+        description="Actions that wait for a person's approval, unless a task sets its own",
+    )
     shutdown_grace_s: float = Field(
         30.0, ge=0, description="On SIGTERM, how long running episodes may finish"
     )

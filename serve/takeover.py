@@ -3,21 +3,65 @@
 The episode loop calls ``review`` with each step the policy proposes; while paused, it waits
 there until the client resumes, with a replacement action (recorded as a human step) or without
 one (the policy's action goes ahead).
+
+Approval: a task's ``Approval`` rules name the actions a person must see first (``answer`` or
+``terminate``, typing, opening named apps, or every step). A step that matches holds the task by
+itself, with the reason; the person approves it (resume), replaces it (takeover) or cancels the
+task, and the decision is recorded with the step (``extra["review"]``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Literal
 
-from agent.actions import Action, Click, LongPress, Swipe
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.actions import Action, Click, LongPress, Open, Swipe
 from agent.episode import Review, Verdict
 from agent.trajectory import Episode, ImageSize, Step
+
+ActionName = Literal[
+    "click", "long_press", "swipe", "type", "system_button", "open", "wait", "answer", "terminate", "key"
+]
+
+
+class Approval(BaseModel):
+    """Which proposed actions wait for a person's approval before they reach the phone."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    actions: list[ActionName] = Field(
+        default_factory=list, max_length=16, description="Action kinds that need approval, e.g. type, answer"
+    )
+    apps: list[str] = Field(
+        default_factory=list, max_length=64, description="Opening these apps (by name) needs approval"
+    )
+    every_step: bool = Field(False, description="Every action needs approval")
+
+    def reason(self, action: Action | None) -> str | None:
+        """Why ``action`` needs a person first, or None when it does not."""
+        if action is None:
+            return None
+        kind = action.to_dict()["action"]
+        if self.every_step:
+            return f"every step needs approval ({kind})"
+        if kind in self.actions:
+            return f"{kind} needs approval"
+        if isinstance(action, Open) and action.text.strip().lower() in {a.strip().lower() for a in self.apps}:
+            return f"opening {action.text} needs approval"
+        return None
 
 
 class Takeover:
     """Lets a client pause a running episode before its next action and supply that action."""
 
-    def __init__(self) -> None:
+    def __init__(self, approval: Approval | None = None,
+                 on_hold: Callable[[Step, str], Awaitable[None]] | None = None) -> None:  # fmt: skip
+        self.approval = approval
+        self.on_hold = on_hold  # told when a step holds the task for approval
+        self.reason: str | None = None  # why the held step waits, when a rule (not a person) held it
         self._resume = asyncio.Event()
         self._resume.set()
         self._replacement: Action | None = None
@@ -43,6 +87,12 @@ class Takeover:
 
     async def review(self, episode: Episode, step: Step) -> Review:
         self.screen = step.screenshot.size
+        reason = self.approval.reason(step.device_action) if self.approval is not None else None
+        if reason is not None and self._resume.is_set():
+            self.pause()
+            if self.on_hold is not None:
+                await self.on_hold(step, reason)
+        self.reason = reason
         if not self._resume.is_set():
             self.held = step
             self.waiting.set()
@@ -55,7 +105,15 @@ class Takeover:
         if self._hold:  # this step goes on; the next one waits for the client again
             self._hold = False
             self._resume.clear()
-        return Review(Verdict.REPLACE, action) if action is not None else Review()
+        self.reason = None
+        note = (
+            {"approval": reason, "decision": "replaced" if action is not None else "approved"}
+            if reason
+            else None
+        )
+        if action is not None:
+            return Review(Verdict.REPLACE, action, note)
+        return Review(note=note)
 
 
 def off_screen(action: Action, screen: ImageSize) -> str | None:

@@ -97,7 +97,8 @@ async def _streamable(task_id: str, state: StateDep, key: AgentKey) -> str:
     responses={
         200: {
             "description": "Server-sent events: step (sent again when it changes; "
-            "keep the highest revision of each index), paused, resumed, taken_over, end."
+            "keep the highest revision of each index), paused, resumed, taken_over, approval (a step "
+            "waits for a person: index, reason, proposed_action), end."
         }
     },
 )

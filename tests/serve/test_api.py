@@ -287,6 +287,62 @@ def test_a_person_drives_a_task_step_by_step_seeing_what_the_policy_proposes(mak
     client.post(f"/v1/tasks/{task_id}/cancel")
 
 
+def test_sensitive_actions_wait_for_a_persons_approval_and_the_decision_is_recorded(make_service) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ScriptedPolicy(steps=3, delay_s=0.05))
+    client = service.client(service.agent)
+    import threading
+
+    from serve.client import AgentClient
+
+    body = {"goal": "finish only if I agree #steps=3", "approval": {"actions": ["terminate"]}, "paused": True}
+    task_id = client.post("/v1/tasks", json=body).json()["id"]  # held at first, while the stream connects
+    events: list = []  # type: ignore[type-arg]
+
+    def listen() -> None:
+        with AgentClient(service.url, service.agent) as typed:
+            events.extend(typed.events(task_id))
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    assert _held(client, task_id, 0)["reason"] is None  # a pause, not a rule
+    time.sleep(1.0)
+    assert client.post(f"/v1/tasks/{task_id}/resume").status_code == 200
+    held = _held(client, task_id, 2)  # the two waits went on; the terminate waits for a person
+    assert held["reason"] == "terminate needs approval"
+    assert held["proposed_action"]["action"] == "terminate"
+    task = client.get(f"/v1/tasks/{task_id}").json()
+    assert task["paused"] is True
+    assert task["status"] == "running"
+    assert client.post(f"/v1/tasks/{task_id}/resume").status_code == 200  # approved
+    assert wait_finished(client, task_id)["status"] == "succeeded"
+    listener.join(30)
+    asked = [data for kind, data in events if kind == "approval"]
+    assert asked == [
+        {"index": 2, "reason": "terminate needs approval", "proposed_action": held["proposed_action"]}
+    ]
+    steps = client.get(f"/v1/trajectories/{task_id}").json()["steps"]
+    assert [s["review"] for s in steps] == [None, None, {"approval": "terminate needs approval",
+                                                          "decision": "approved"}]  # fmt: skip
+
+    # Every step, and the person supplies one instead.
+    body = {"goal": "every step #steps=5", "max_steps": 10, "approval": {"every_step": True}}
+    task_id = client.post("/v1/tasks", json=body).json()["id"]
+    assert _held(client, task_id, 0)["reason"] == "every step needs approval (wait)"
+    supplied = {"action": "system_button", "button": "Back"}
+    assert client.post(f"/v1/tasks/{task_id}/takeover", json={"action": supplied}).status_code == 200
+    assert _held(client, task_id, 1)["reason"] == "every step needs approval (wait)"  # and the next one too
+    first = client.get(f"/v1/trajectories/{task_id}").json()["steps"][0]
+    assert first["source"] == "human"
+    assert first["review"] == {"approval": "every step needs approval (wait)", "decision": "replaced"}
+    assert client.post(f"/v1/tasks/{task_id}/cancel").json()["status"] == "cancelled"
+
+    # No rule: nothing waits.
+    plain = client.post("/v1/tasks", json={"goal": "plain #steps=3"}).json()["id"]
+    assert wait_finished(client, plain)["status"] == "succeeded"
+    bad = client.post("/v1/tasks", json={"goal": "x", "approval": {"actions": ["fly"]}})
+    assert bad.status_code == 422
+
+
 def test_models_promote_routes_new_tasks_and_rollback_restores(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service(ScriptedPolicy(steps=1))
     admin, agent = service.client(service.admin), service.client(service.agent)
