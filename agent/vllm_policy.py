@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -64,10 +64,12 @@ class VllmPolicy:
         prompt: PromptSettings | None = None,
         sampling: SamplingSettings | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        on_retry: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings or VllmSettings()
         self.prompt = prompt or PromptSettings()
         self.sampling = sampling or SamplingSettings()
+        self.on_retry = on_retry  # told of each retry (the service counts them in its metrics)
         headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
         self._client = httpx.AsyncClient(
             base_url=self.settings.base_url.rstrip("/"),
@@ -136,7 +138,7 @@ class VllmPolicy:
             stop=stop_after_attempt(s.max_retries + 1) | stop_after_delay(budget),
             wait=wait_retry_after(s.backoff_s, cap_s=max(s.backoff_s, 8.0)),
             retry=retry_if_exception_type(Retryable),
-            before_sleep=_log_retry,
+            before_sleep=self._retrying,
             reraise=True,
         )
         try:
@@ -154,6 +156,11 @@ class VllmPolicy:
                 f"policy server {s.base_url} failed after {tries} within its {budget:g} s deadline ({exc})"
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _retrying(self, state: RetryCallState) -> None:
+        _log_retry(state)
+        if self.on_retry is not None:
+            self.on_retry()
 
     async def _attempt(self, path: str, body: dict[str, Any], timeout: httpx.Timeout) -> dict[str, Any]:
         try:

@@ -51,7 +51,7 @@ def make_policy(settings: ServeSettings, prompt: PromptSettings, registry: Model
         return LocalModels(LocalPolicy(settings.local_model_dir, prompt=prompt))
     from serve.routing import RoutedPolicy
 
-    return RoutedPolicy(settings.policy, registry, prompt=prompt)
+    return RoutedPolicy(settings.policy, registry, prompt=prompt, on_retry=metrics.POLICY_RETRIES.inc)
 
 
 def create_app(settings: ServeSettings | None = None, *, policy: Policy | None = None) -> FastAPI:

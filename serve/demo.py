@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import typer
@@ -109,6 +110,18 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stop_service(server: Any, thread: threading.Thread, *, keep_running: bool = False) -> None:
+    """Stop the demo's uvicorn server; with ``keep_running``, first wait for Ctrl-C."""
+    if keep_running:
+        try:
+            while thread.is_alive():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+    server.should_exit = True
+    thread.join(30)
+
+
 def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None, keep_running: bool = False,
              data_dir: Path | None = None) -> int:  # fmt: skip
     import uvicorn
@@ -187,12 +200,6 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
         typer.echo(f"trajectories are kept in {data}; the viewer links need the service: add --keep-running")
         if keep_running:
             typer.echo("the service keeps running; Ctrl-C stops it")
-            try:
-                while thread.is_alive():
-                    time.sleep(0.5)
-            except KeyboardInterrupt:
-                pass
-        server.should_exit = True
-        thread.join(30)
+        stop_service(server, thread, keep_running=keep_running)
         asyncio.run(choice.policy.aclose())
     return failures

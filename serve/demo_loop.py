@@ -285,7 +285,7 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
     from serve.app import create_app
     from serve.auth import KeyStore, Scope
     from serve.client import AgentClient
-    from serve.demo import free_port
+    from serve.demo import free_port, stop_service
     from serve.scheduler import SchedulerSettings
     from serve.settings import ServeSettings
     from serve.swap import SwapSettings
@@ -468,14 +468,7 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
             say(f"\nTrajectories, screenshots and models are in {data}. "
                 + ("The service keeps running for the viewer links; Ctrl-C stops it."
                    if keep_running else "The viewer links need the service: run with --keep-running."))  # fmt: skip
-        if keep_running:
-            try:
-                while thread.is_alive():
-                    time.sleep(0.5)
-            except KeyboardInterrupt:
-                pass
-        server.should_exit = True
-        thread.join(30)
+        stop_service(server, thread, keep_running=keep_running)
     return result
 
 

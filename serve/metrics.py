@@ -22,6 +22,11 @@ STEPS = Counter("uis1_steps_total", "Steps by who chose the action.", ["source"]
 PARSE_ERRORS = Counter(
     "uis1_parse_errors_total", "Responses that did not parse, by reason.", ["reason"], registry=REGISTRY
 )
+POLICY_RETRIES = Counter(
+    "uis1_policy_retries_total",
+    "Policy requests sent again after a connection error, 429 or 5xx.",
+    registry=REGISTRY,
+)
 DEVICES = Gauge("uis1_devices", "Devices in the pool by state.", ["state"], registry=REGISTRY)
 MODEL = Info("uis1_model", "The model version that serves by default.", registry=REGISTRY)
 HTTP_REQUESTS = Counter(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import PromptSettings, Turn
@@ -20,12 +20,13 @@ from agent.vllm_policy import VllmPolicy, VllmSettings
 
 class RoutedPolicy:
     def __init__(self, settings: VllmSettings, registry: ModelRegistry, *, prompt: PromptSettings | None = None,
-                 refresh_s: float = 5.0) -> None:  # fmt: skip
+                 refresh_s: float = 5.0, on_retry: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.settings = settings
         self.registry = registry
         self.prompt = prompt
         self.refresh_s = refresh_s
-        self.primary = VllmPolicy(settings, prompt=prompt)
+        self.on_retry = on_retry
+        self.primary = VllmPolicy(settings, prompt=prompt, on_retry=on_retry)
         self._clients: dict[str, VllmPolicy] = {}
         self._routes: dict[str, str] = {}
         self._read_at = -1e9
@@ -49,7 +50,7 @@ class RoutedPolicy:
             return self.primary
         if endpoint not in self._clients:
             self._clients[endpoint] = VllmPolicy(self.settings.model_copy(update={"base_url": endpoint}),
-                                                 prompt=self.prompt)  # fmt: skip
+                                                 prompt=self.prompt, on_retry=self.on_retry)  # fmt: skip
         return self._clients[endpoint]
 
     async def predict(self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None,

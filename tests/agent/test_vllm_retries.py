@@ -37,8 +37,11 @@ def _policy(statuses: list[int], **kw) -> tuple[VllmPolicy, list[dict]]:  # type
 
 def test_5xx_and_429_are_retried_then_succeed() -> None:
     policy, seen = _policy([503, 429, 500], max_retries=3)
+    retried: list[int] = []
+    policy.on_retry = lambda: retried.append(1)  # the service counts these in its metrics
     result = asyncio.run(policy.predict(TURNS))
     assert len(seen) == 4
+    assert len(retried) == 3
     assert result.parsed.ok
     assert result.prompt_tokens == 3
     assert result.model_version == "m"

@@ -248,6 +248,23 @@ def test_takeover_records_the_supplied_step_as_expert(make_service) -> None:  # 
     assert all(s["screenshot"].startswith("/v1/screenshots/") for s in record["steps"])
 
 
+def _listen(service, task_id: str):  # type: ignore[no-untyped-def]
+    """A thread that collects the task's server-sent events until it ends, and the list they go in."""
+    import threading
+
+    from serve.client import AgentClient
+
+    events: list = []  # type: ignore[type-arg]
+
+    def listen() -> None:
+        with AgentClient(service.url, service.agent) as typed:
+            events.extend(typed.events(task_id))
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    return listener, events
+
+
 def _held(client: httpx.Client, task_id: str, index: int, timeout: float = 30) -> dict:  # type: ignore[type-arg]
     """The task's held step once it is step ``index`` (the test fails when it never gets there)."""
     deadline = time.monotonic() + timeout
@@ -290,20 +307,10 @@ def test_a_person_drives_a_task_step_by_step_seeing_what_the_policy_proposes(mak
 def test_sensitive_actions_wait_for_a_persons_approval_and_the_decision_is_recorded(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service(ScriptedPolicy(steps=3, delay_s=0.05))
     client = service.client(service.agent)
-    import threading
-
-    from serve.client import AgentClient
 
     body = {"goal": "finish only if I agree #steps=3", "approval": {"actions": ["terminate"]}, "paused": True}
     task_id = client.post("/v1/tasks", json=body).json()["id"]  # held at first, while the stream connects
-    events: list = []  # type: ignore[type-arg]
-
-    def listen() -> None:
-        with AgentClient(service.url, service.agent) as typed:
-            events.extend(typed.events(task_id))
-
-    listener = threading.Thread(target=listen)
-    listener.start()
+    listener, events = _listen(service, task_id)
     assert _held(client, task_id, 0)["reason"] is None  # a pause, not a rule
     time.sleep(1.0)
     assert client.post(f"/v1/tasks/{task_id}/resume").status_code == 200
@@ -433,22 +440,13 @@ def test_a_version_is_served_with_the_system_prompt_it_was_trained_with(make_ser
 def test_the_stream_sends_every_step_in_its_final_form(make_service) -> None:  # type: ignore[no-untyped-def]
     """A step read from the store before its action ran (the stream's poll after a quiet second)
     is sent again when final; pauses and resumes are events too."""
-    import threading
 
     from agent.episode import EpisodeSettings
-    from serve.client import AgentClient
 
     service = make_service(ScriptedPolicy(steps=3), episode=EpisodeSettings(settle_s=1.5, max_steps=10))
     client = service.client(service.agent)
     task_id = client.post("/v1/tasks", json={"goal": "Open the Clock app"}).json()["id"]
-    events: list = []  # type: ignore[type-arg]
-
-    def listen() -> None:
-        with AgentClient(service.url, service.agent) as typed:
-            events.extend(typed.events(task_id))
-
-    listener = threading.Thread(target=listen)
-    listener.start()
+    listener, events = _listen(service, task_id)
     wait_for_steps(client, task_id, 1)
     assert client.post(f"/v1/tasks/{task_id}/pause").status_code == 200
     assert client.post(f"/v1/tasks/{task_id}/resume").status_code == 200

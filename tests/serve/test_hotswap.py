@@ -136,7 +136,14 @@ def test_swaps_under_load_canaries_and_rollbacks_on_the_real_vllm_server(  # typ
     def finished(ids: list[str]) -> bool:
         return all(task(i)["status"] not in ("pending", "running") for i in ids)
 
+    def retries() -> float:
+        """Policy requests sent again so far (the service's own counter)."""
+        text = admin.get("/metrics").text
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith("uis1_policy_retries_total"))  # fmt: skip
+
     # -- an adapter swapped in while 8 episodes run -------------------------------------------------
+    retried_before = retries()
     running = submit(8)
     wait_until(lambda: all(task(i)["status"] == "running" and task(i)["steps"] >= 1 for i in running), 300,
                "8 running episodes")  # fmt: skip
@@ -153,6 +160,7 @@ def test_swaps_under_load_canaries_and_rollbacks_on_the_real_vllm_server(  # typ
         assert record["model_version"] == "sft"
         assert {s["model_version"] for s in record["steps"]} == {"sft"}  # started on sft, kept it
         assert all(s["raw_response"] for s in record["steps"])
+    assert retries() == retried_before  # no request failed, not even once before a retry
     after = submit(2)
     wait_until(lambda: finished(after), 300, "tasks after the swap")
     for task_id in after:
