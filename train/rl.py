@@ -17,7 +17,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +182,15 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
     started = time.perf_counter()
     try:
         while run.step < total:
-            metrics = _one_step(config, run, stream, engine, roller, reference)
+            metrics = _one_step(
+                config,
+                run,
+                stream,
+                engine,
+                roller,
+                reference,
+                phase=(lambda name: bar.set_description(f"rl: {name}")) if bar else (lambda _: None),
+            )
             run.step += 1
             if out_of_time(started, config.max_seconds):
                 total = run.step  # the time budget is spent: this step is the last (and saved)
@@ -206,6 +214,7 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
             if run.step % config.save_every == 0 or run.step == total:
                 save(config, run, stream.position, metrics, "semi-online-rl")
             if bar is not None:
+                bar.set_description("rl")
                 bar.update(1)
                 bar.set_postfix(progress_fields(metrics))
     finally:
@@ -229,20 +238,25 @@ def progress_fields(metrics: dict[str, Any]) -> dict[str, str]:
 
 
 def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engine: RolloutEngine,
-              roller: SemiOnlineRollout, reference: Any) -> dict[str, Any]:  # fmt: skip
+              roller: SemiOnlineRollout, reference: Any,
+              phase: Callable[[str], None] = lambda _: None) -> dict[str, Any]:  # fmt: skip
+    """One RL step; ``phase`` hears each part as it starts (rollout, log-probs, update), for the bar."""
     if isinstance(engine, SeededEngine):
         engine.at_step(config.seed, run.step)
     elif hasattr(engine, "sync"):
         engine.sync(run.step)  # the vLLM engine loads the current weights
     t0 = time.perf_counter()
+    phase("rollout")
     groups, dropped, drawn, spreads = _draw(config, roller, stream)
     t1 = time.perf_counter()
     items = _items(config, run, groups)
     filler = _items(config, run, dropped[-1:])[:1] if not items else []
+    phase("old/ref log-probs")
     old_s = _old_and_reference(config, run, [*items, *filler], reference)
     t2 = time.perf_counter()
     random.Random(f"{config.seed}:{run.step}:shuffle").shuffle(items)
     batches = mini_batches(items, config.mini_batches, filler[0] if filler else None)
+    phase("update")
     updates = [run.learner.ppo_update(batch, config.loss, entropy=config.log_entropy) for batch in batches]
     t3 = time.perf_counter()
     tokens = sum(u["tokens"] for u in updates)

@@ -294,7 +294,7 @@ def _adapter_unlike_its_base(tiny_model_dir: Path, out: Path) -> Path:
 
 
 def test_rl_from_an_adapter_measures_kl_to_that_adapter_also_after_a_resume(
-    tiny_model_dir: Path, tmp_path: Path
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """METHOD.md §6: the KL reference is the policy the run started from. With lr 0 the policy never
     moves, so the KL must be 0 at every step; against the base before the adapter it is not."""
@@ -305,7 +305,9 @@ def test_rl_from_an_adapter_measures_kl_to_that_adapter_also_after_a_resume(
     start = _adapter_unlike_its_base(tiny_model_dir, tmp_path / "sft")
     body = rl_body(start, output_dir=tmp_path / "rl", optim={"lr": 0.0}, max_steps=1)
     run = train_rl(RLConfig.model_validate(body), progress=False)
-    train_rl(RLConfig.model_validate({**body, "max_steps": 2}), progress=False)  # resumes at step 1
+    train_rl(RLConfig.model_validate({**body, "max_steps": 2}), progress=True)  # resumes at step 1
+    bar = capsys.readouterr().err  # the bar says which part of the step is running
+    assert all(f"rl: {part}" in bar for part in ("rollout", "old/ref log-probs", "update")), bar
 
     steps = metrics(run)
     assert [m["step"] for m in steps] == [1, 2]
