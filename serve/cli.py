@@ -144,8 +144,8 @@ def demo(
     By default, the loop: a small starter model (trained here on first use, then cached) does five
     tasks; a scripted person corrects the ones it fails through the takeover API; the retraining job
     learns from that traffic; the candidate is gated and hot-swapped into the running policy; the
-    tasks run again, with held-out instances, and a before/after table ends it (about 5 minutes on
-    2 cores, plus 3 for the starter the first time).
+    tasks run again, with held-out instances, and a before/after table ends it (about 3 minutes on
+    2 cores, plus about 4 for the starter the first time).
 
     `--no-loop` is the quick tour: a few tasks with the best policy available (`--policy`): a vLLM
     server at UIS1_POLICY__BASE_URL, a checkpoint at UIS1_LOCAL_MODEL_DIR, else a tiny random-weight
