@@ -66,8 +66,11 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         if settings.api_keys_file is not None:
             active, revoked = sync_keys_file(keys, settings.api_keys_file)
             log.info("keys file %s: %d key(s) active, %d revoked", settings.api_keys_file, active, revoked)
-        pool = DevicePool(PoolSettings(servers=settings.adb_servers,
-                                       driver=DriverSettings(capture=settings.screenshot_capture)))  # fmt: skip
+        pool = DevicePool(
+            PoolSettings(
+                servers=settings.adb_servers, driver=DriverSettings(capture=settings.screenshot_capture)
+            )
+        )
         await pool.start()
         prompt = settings.prompt_settings()
         if policy is None and settings.policy_backend == "local" and settings.local_model_dir is not None:
@@ -78,11 +81,21 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         registry = ModelRegistry(store.engine)
         chosen = policy or make_policy(settings, prompt, registry)
         cluster = Cluster(store.engine, settings.replica_id, settings.device_lease_ttl_s)
-        runner = TaskRunner(store, pool, chosen, RunnerSettings(max_queue=settings.max_queue,
-                            grace_s=settings.shutdown_grace_s, episode=settings.episode,
-                            cluster_lease_ttl_s=settings.device_lease_ttl_s, approval=settings.approval),
-                            prompt=prompt,
-                            registry=registry, cluster=cluster)  # fmt: skip
+        runner = TaskRunner(
+            store,
+            pool,
+            chosen,
+            RunnerSettings(
+                max_queue=settings.max_queue,
+                grace_s=settings.shutdown_grace_s,
+                episode=settings.episode,
+                cluster_lease_ttl_s=settings.device_lease_ttl_s,
+                approval=settings.approval,
+            ),
+            prompt=prompt,
+            registry=registry,
+            cluster=cluster,
+        )
         await runner.start()
         jobs = JobStore(store.engine)
         swap = swap_controller(settings, store, registry, chosen, prompt, given=policy is not None)
@@ -126,8 +139,9 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(KeyCheck)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
-                           allow_headers=["*"])  # fmt: skip
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
+        )
 
     @app.middleware("http")
     async def count_requests(request: Request, call_next):  # type: ignore[no-untyped-def]
@@ -160,8 +174,15 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
     return app
 
 
-def swap_controller(settings: ServeSettings, store: TrajectoryStore, registry: ModelRegistry, policy: Policy,
-                    prompt: PromptSettings, *, given: bool) -> SwapController | None:  # fmt: skip
+def swap_controller(
+    settings: ServeSettings,
+    store: TrajectoryStore,
+    registry: ModelRegistry,
+    policy: Policy,
+    prompt: PromptSettings,
+    *,
+    given: bool,
+) -> SwapController | None:
     """Where hot swaps go: into the in-process engine serving (``LocalModels``), else into the vLLM
     the service serves from; none for another policy handed in (a test's, the demo's oracle)."""
     from agent.local_policy import LocalModels
@@ -169,8 +190,15 @@ def swap_controller(settings: ServeSettings, store: TrajectoryStore, registry: M
     if isinstance(policy, LocalModels):
         return LocalSwapController(store, registry, policy, prompt, settings.swap, owner=settings.replica_id)
     if not given and settings.policy_backend == "vllm":
-        return HotSwapController(store, registry, settings.policy, prompt, settings.swap,
-                                 owner=settings.replica_id, routes=getattr(policy, "invalidate", None))  # fmt: skip
+        return HotSwapController(
+            store,
+            registry,
+            settings.policy,
+            prompt,
+            settings.swap,
+            owner=settings.replica_id,
+            routes=getattr(policy, "invalidate", None),
+        )
     return None
 
 

@@ -80,8 +80,11 @@ class KeyStore:
         key_id = token.split("_")[1]
         now = utcnow()
         with self.engine.begin() as conn:
-            conn.execute(sa.insert(api_keys).values(id=key_id, name=name, hash=_hash(token),
-                                                    scopes=",".join(sorted(scopes)), created_at=now))  # fmt: skip
+            conn.execute(
+                sa.insert(api_keys).values(
+                    id=key_id, name=name, hash=_hash(token), scopes=",".join(sorted(scopes)), created_at=now
+                )
+            )
         return ApiKey(key_id, name, frozenset(scopes), now, None), token
 
     def verify(self, token: str) -> ApiKey | None:
@@ -101,8 +104,11 @@ class KeyStore:
 
     def revoke(self, key_id: str) -> bool:
         with self.engine.begin() as conn:
-            done = conn.execute(sa.update(api_keys).where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
-                                .values(revoked_at=utcnow())).rowcount  # fmt: skip
+            done = conn.execute(
+                sa.update(api_keys)
+                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                .values(revoked_at=utcnow())
+            ).rowcount
         return bool(done)
 
     @staticmethod

@@ -34,8 +34,14 @@ def serve(
     settings = ServeSettings()
     updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = settings.model_copy(update=updates)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False,
-                timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5)  # fmt: skip
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+    )
 
 
 def warn_unknown_variables() -> None:
@@ -158,12 +164,20 @@ def demo(
         return
     from serve.demo import run_demo
 
-    run_demo("auto" if policy == "starter" else policy, phones=phones, port=port, keep_running=keep_running,
-             data_dir=data_dir)  # fmt: skip
+    run_demo(
+        "auto" if policy == "starter" else policy,
+        phones=phones,
+        port=port,
+        keep_running=keep_running,
+        data_dir=data_dir,
+    )
 
 
-models_app = typer.Typer(help="Model versions: list, show, register, promote, rollback.", no_args_is_help=True,
-                         add_completion=False)  # fmt: skip
+models_app = typer.Typer(
+    help="Model versions: list, show, register, promote, rollback.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 
 def _service_parts() -> tuple[Any, Any, Any]:
@@ -229,8 +243,10 @@ def show_model(name: Annotated[str, typer.Argument(help="A version name or alias
     if version is None:
         typer.echo(f"error: no version or alias {name!r}", err=True)
         raise typer.Exit(1)
-    events = [{"event": e.event, "actor": e.actor, "at": e.at.isoformat(), "detail": e.detail}
-              for e in registry.events(version.name)]  # fmt: skip
+    events = [
+        {"event": e.event, "actor": e.actor, "at": e.at.isoformat(), "detail": e.detail}
+        for e in registry.events(version.name)
+    ]
     record = {**version.__dict__, "created_at": version.created_at.isoformat(), "events": events}
     record["updated_at"] = version.updated_at.isoformat() if version.updated_at else None
     typer.echo(json.dumps(record, indent=2, default=str))
@@ -250,8 +266,9 @@ def register_model(
 ) -> None:
     """Register a version (e.g. the published UI-S1-7B the engine starts with, as kind base)."""
     _, store, registry = _service_parts()
-    version = registry.register(name, base=base, adapter=adapter, served_name=served_name, kind=kind, parent=parent,
-                                actor=_actor())  # fmt: skip
+    version = registry.register(
+        name, base=base, adapter=adapter, served_name=served_name, kind=kind, parent=parent, actor=_actor()
+    )
     typer.echo(f"registered {version.name} ({version.kind}, served as {version.served_name})")
     store.engine.dispose()
 
@@ -264,11 +281,20 @@ def _swap(action: str, name: str | None, force: bool, reason: str | None) -> Non
     settings, store, registry = _service_parts()
     if settings.policy_backend == "local":
         store.engine.dispose()
-        typer.echo("error: the in-process policy is swapped inside the service that runs it: "
-                   f"POST /v1/models/{action} to it (an admin key)", err=True)  # fmt: skip
+        typer.echo(
+            "error: the in-process policy is swapped inside the service that runs it: "
+            f"POST /v1/models/{action} to it (an admin key)",
+            err=True,
+        )
         raise typer.Exit(1)
-    controller = HotSwapController(store, registry, settings.policy, settings.prompt_settings(),
-                                   settings.swap, owner=f"{settings.replica_id}:cli")  # fmt: skip
+    controller = HotSwapController(
+        store,
+        registry,
+        settings.policy,
+        settings.prompt_settings(),
+        settings.swap,
+        owner=f"{settings.replica_id}:cli",
+    )
 
     async def run() -> Any:
         try:
@@ -310,8 +336,9 @@ def rollback_model(
     _swap("rollback", None, False, reason)
 
 
-jobs_app = typer.Typer(help="Retraining jobs: list, show; the scheduler.", no_args_is_help=True,
-                       add_completion=False)  # fmt: skip
+jobs_app = typer.Typer(
+    help="Retraining jobs: list, show; the scheduler.", no_args_is_help=True, add_completion=False
+)
 
 
 @jobs_app.command("list")
@@ -333,8 +360,10 @@ def list_jobs(
     if not jobs:
         typer.echo("no jobs yet (uis1 retrain, or POST /v1/jobs)", err=True)
     for job in jobs:
-        typer.echo(f"{job.id[:12]}  {job.created_at:%Y-%m-%d %H:%M}  {job.status:<10} {job.trigger:<10} "
-                   f"{job.reason or ''}")  # fmt: skip
+        typer.echo(
+            f"{job.id[:12]}  {job.created_at:%Y-%m-%d %H:%M}  {job.status:<10} {job.trigger:<10} "
+            f"{job.reason or ''}"
+        )
 
 
 @jobs_app.command("show")
@@ -372,8 +401,14 @@ def scheduler() -> None:
     setup_logging()
     warn_unknown_variables()
     settings, store, registry = _service_parts()
-    controller = HotSwapController(store, registry, settings.policy, settings.prompt_settings(),
-                                   settings.swap, owner=f"{settings.replica_id}:scheduler")  # fmt: skip
+    controller = HotSwapController(
+        store,
+        registry,
+        settings.policy,
+        settings.prompt_settings(),
+        settings.swap,
+        owner=f"{settings.replica_id}:scheduler",
+    )
 
     async def after(job: Any) -> None:
         if settings.swap.auto_promote and job.detail.get("candidate"):

@@ -33,8 +33,9 @@ class ApiError(RuntimeError):
 
 class AgentClient:
     def __init__(self, base_url: str, key: str, *, timeout: float = 30.0) -> None:
-        self._http = httpx.Client(base_url=base_url.rstrip("/"), headers={"Authorization": f"Bearer {key}"},
-                                  timeout=timeout)  # fmt: skip
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"), headers={"Authorization": f"Bearer {key}"}, timeout=timeout
+        )
 
     def _json(self, method: str, path: str, **kw: Any) -> Any:
         response = self._http.request(method, path, **kw)
@@ -60,8 +61,9 @@ class AgentClient:
     def cancel(self, task_id: str) -> TaskResponse:
         return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/cancel"))
 
-    def feedback(self, task_id: str, outcome: str, comment: str | None = None, *,
-                 source: str = "client") -> FeedbackResponse:  # fmt: skip
+    def feedback(
+        self, task_id: str, outcome: str, comment: str | None = None, *, source: str = "client"
+    ) -> FeedbackResponse:
         """``source``: ``client`` (a person judged) or ``checker`` (a program checked the device)."""
         body = {"outcome": outcome, "comment": comment, "source": source}
         return FeedbackResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/feedback", json=body))

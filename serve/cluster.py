@@ -70,8 +70,12 @@ class Cluster:
     def lease(self, device: str, episode_id: str) -> bool:
         """Take the device for an episode; False while another live lease holds it."""
         now = utcnow()
-        row = {"episode_id": episode_id, "replica": self.replica, "acquired_at": now,
-               "expires_at": now + self.lease_ttl}  # fmt: skip
+        row = {
+            "episode_id": episode_id,
+            "replica": self.replica,
+            "acquired_at": now,
+            "expires_at": now + self.lease_ttl,
+        }
         with self.engine.begin() as conn:
             taken = conn.execute(
                 sa.update(device_leases)
@@ -101,8 +105,11 @@ class Cluster:
         """Give up this replica's lease for the episode (another replica may hold one for it too,
         for a moment, while both try to start it: that one is not ours to drop)."""
         with self.engine.begin() as conn:
-            conn.execute(sa.delete(device_leases).where(device_leases.c.episode_id == episode_id,
-                                                        device_leases.c.replica == self.replica))  # fmt: skip
+            conn.execute(
+                sa.delete(device_leases).where(
+                    device_leases.c.episode_id == episode_id, device_leases.c.replica == self.replica
+                )
+            )
 
     def end(self, episode_id: str) -> None:
         """The episode is over: drop every lease and control request it has, on any replica."""

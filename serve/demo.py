@@ -76,14 +76,22 @@ def choose_policy(kind: str, data_dir: Path) -> Choice:
             up = False
         if up or kind == "vllm":
             prompt = settings.prompt_settings()
-            return Choice(VllmPolicy(settings.policy, prompt=prompt), f"vLLM at {settings.policy.base_url} "
-                          f"(model {settings.policy.model})", "a real policy: success depends on the model", prompt)  # fmt: skip
+            return Choice(
+                VllmPolicy(settings.policy, prompt=prompt),
+                f"vLLM at {settings.policy.base_url} (model {settings.policy.model})",
+                "a real policy: success depends on the model",
+                prompt,
+            )
     if kind in ("auto", "local") and settings.local_model_dir:
         from agent.local_policy import LocalPolicy
 
         prompt = settings.prompt_settings()
-        return Choice(LocalPolicy(settings.local_model_dir, prompt=prompt), f"local checkpoint {settings.local_model_dir}",
-                      "in-process transformers: success depends on the checkpoint; slow on a CPU", prompt)  # fmt: skip
+        return Choice(
+            LocalPolicy(settings.local_model_dir, prompt=prompt),
+            f"local checkpoint {settings.local_model_dir}",
+            "in-process transformers: success depends on the checkpoint; slow on a CPU",
+            prompt,
+        )
     if kind in ("auto", "tiny"):
         try:
             from agent.local_policy import LocalPolicy
@@ -95,13 +103,20 @@ def choose_policy(kind: str, data_dir: Path) -> Choice:
             model_dir = ensure_tiny_model(data_dir / "models")
             prompt = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
             policy = LocalPolicy(model_dir, prompt=prompt, sampling=SamplingSettings(max_tokens=32))
-            return Choice(policy, f"the tiny random-weight model ({model_dir.name})",
-                          "random weights: every task will fail with unparseable responses. This shows the "
-                          "machinery; point UIS1_POLICY__BASE_URL at a UI-S1 vLLM server for real results, "
-                          "or run `uis1 demo --policy expert` to watch tasks succeed", prompt)  # fmt: skip
-    return Choice(SimExpertPolicy(), "the simulated tasks' expert solvers",
-                  "an oracle that knows each simulated app: tasks succeed; no model is involved",
-                  PromptSettings())  # fmt: skip
+            return Choice(
+                policy,
+                f"the tiny random-weight model ({model_dir.name})",
+                "random weights: every task will fail with unparseable responses. This shows the "
+                "machinery; point UIS1_POLICY__BASE_URL at a UI-S1 vLLM server for real results, "
+                "or run `uis1 demo --policy expert` to watch tasks succeed",
+                prompt,
+            )
+    return Choice(
+        SimExpertPolicy(),
+        "the simulated tasks' expert solvers",
+        "an oracle that knows each simulated app: tasks succeed; no model is involved",
+        PromptSettings(),
+    )
 
 
 def free_port() -> int:
@@ -122,8 +137,13 @@ def stop_service(server: Any, thread: threading.Thread, *, keep_running: bool = 
     thread.join(30)
 
 
-def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None, keep_running: bool = False,
-             data_dir: Path | None = None) -> int:  # fmt: skip
+def run_demo(
+    policy_kind: str = "auto",
+    phones: int = 2,
+    port: int | None = None,
+    keep_running: bool = False,
+    data_dir: Path | None = None,
+) -> int:
     import uvicorn
 
     from devices.adb_server import AdbServer
@@ -145,9 +165,13 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
         store = StoreSettings(
             url=f"sqlite:///{data / 'trajectories.db'}", screenshot_dir=data / "screenshots"
         )
-        settings = ServeSettings(store=store, adb_servers=[f"127.0.0.1:{adb_port}"], port=port or free_port(),
-                                 resize=choice.prompt.resize,
-                                 episode=EpisodeSettings(max_steps=15, max_parse_errors=2, settle_s=0.2))  # fmt: skip
+        settings = ServeSettings(
+            store=store,
+            adb_servers=[f"127.0.0.1:{adb_port}"],
+            port=port or free_port(),
+            resize=choice.prompt.resize,
+            episode=EpisodeSettings(max_steps=15, max_parse_errors=2, settle_s=0.2),
+        )
         from agent.store import TrajectoryStore
 
         trajectories = TrajectoryStore(store.url, store.screenshot_dir)
@@ -155,8 +179,14 @@ def run_demo(policy_kind: str = "auto", phones: int = 2, port: int | None = None
         keys = KeyStore(trajectories.engine)
         keys.migrate()
         _, token = keys.create("demo", {Scope.AGENT, Scope.ADMIN})
-        server = uvicorn.Server(uvicorn.Config(create_app(settings, policy=choice.policy), host="127.0.0.1",
-                                               port=settings.port, log_level="warning"))  # fmt: skip
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings, policy=choice.policy),
+                host="127.0.0.1",
+                port=settings.port,
+                log_level="warning",
+            )
+        )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         while not server.started:

@@ -59,8 +59,14 @@ class LoopSetting:
     max_steps: int = 8  # per episode
 
     def starter_key(self) -> str:
-        spec = {"known": self.known, "seeds": self.starter_seeds, "steps": self.starter_steps, "lr": self.lr,
-                "image": IMAGE.model_dump(), "format": 1}  # fmt: skip
+        spec = {
+            "known": self.known,
+            "seeds": self.starter_seeds,
+            "steps": self.starter_steps,
+            "lr": self.lr,
+            "image": IMAGE.model_dump(),
+            "format": 1,
+        }
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
 
     @property
@@ -92,8 +98,16 @@ def _uis1() -> str:
 
 
 def _sft_body(setting: LoopSetting, steps: int) -> dict[str, Any]:
-    return {"thoughts": True, "system_prompt": "compact", "optim": {"lr": setting.lr}, "batch_size": 8,
-            "epochs": 100_000, "max_steps": steps, "save_every": steps, "learner": {"device": "cpu"}}  # fmt: skip
+    return {
+        "thoughts": True,
+        "system_prompt": "compact",
+        "optim": {"lr": setting.lr},
+        "batch_size": 8,
+        "epochs": 100_000,
+        "max_steps": steps,
+        "save_every": steps,
+        "learner": {"device": "cpu"},
+    }
 
 
 def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) -> Path:
@@ -108,10 +122,25 @@ def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) ->
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".starter-", dir=cache))
     try:
-        config = {"kind": "sft", "model": str(base), "output_dir": str(staging / "run"), "seed": 0,
-                  "data": {"sources": [{"kind": "sim", "tasks": list(setting.known), "seeds": list(setting.starter_seeds),
-                                        "display": "learnable"}], "val_fraction": 0.0},
-                  "resize": IMAGE.model_dump(), **_sft_body(setting, setting.starter_steps)}  # fmt: skip
+        config = {
+            "kind": "sft",
+            "model": str(base),
+            "output_dir": str(staging / "run"),
+            "seed": 0,
+            "data": {
+                "sources": [
+                    {
+                        "kind": "sim",
+                        "tasks": list(setting.known),
+                        "seeds": list(setting.starter_seeds),
+                        "display": "learnable",
+                    }
+                ],
+                "val_fraction": 0.0,
+            },
+            "resize": IMAGE.model_dump(),
+            **_sft_body(setting, setting.starter_steps),
+        }
         path = staging / "sft.json"
         path.write_text(json.dumps(config), encoding="utf-8")
         command = [_uis1(), "train", "sft", "--config", str(path), *(["--quiet"] if quiet else [])]
@@ -133,16 +162,27 @@ def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) ->
 def retrain_config(setting: LoopSetting, data: Path, store_url: str, starter: Path) -> dict[str, Any]:
     """The retraining job's config: SFT from the serving version on the curated traffic, and an
     evaluation on instances of every demo task that neither the demo nor any training uses."""
-    online = {"tasks": list(setting.families), "seeds": list(setting.gate_seeds), "max_steps": setting.max_steps,
-              "max_new_tokens": MAX_TOKENS, "display": "learnable"}  # fmt: skip
+    online = {
+        "tasks": list(setting.families),
+        "seeds": list(setting.gate_seeds),
+        "max_steps": setting.max_steps,
+        "max_new_tokens": MAX_TOKENS,
+        "display": "learnable",
+    }
     return {
-        "kind": "retrain", "work_dir": str(data / "retrain"),
+        "kind": "retrain",
+        "work_dir": str(data / "retrain"),
         "store": {"url": store_url, "screenshot_dir": str(data / "screenshots")},
-        "base_model": str(starter), "base_served_name": "starter", "version_prefix": "demo",
-        "min_new_episodes": 1, "curation": {"holdout_fraction": 0.0}, "stages": ["sft"],
-        "sft": _sft_body(setting, setting.retrain_steps), "resize": IMAGE.model_dump(),
+        "base_model": str(starter),
+        "base_served_name": "starter",
+        "version_prefix": "demo",
+        "min_new_episodes": 1,
+        "curation": {"holdout_fraction": 0.0},
+        "stages": ["sft"],
+        "sft": _sft_body(setting, setting.retrain_steps),
+        "resize": IMAGE.model_dump(),
         "evaluation": {"holdout": False, "online": online, "max_new_tokens": MAX_TOKENS, "device": "cpu"},
-    }  # fmt: skip
+    }
 
 
 def agrees(proposed: dict[str, Any] | None, expert: Any) -> bool:
@@ -260,13 +300,23 @@ class LoopResult:
     def success(
         self, when: str, *, corrected: bool | None = None, held_out: bool = False, seed: int = 0
     ) -> int:
-        return sum(bool(getattr(r, when)) for r in self.rows if (r.seed != seed) == held_out
-                   and (corrected is None or r.corrected == corrected))  # fmt: skip
+        return sum(
+            bool(getattr(r, when))
+            for r in self.rows
+            if (r.seed != seed) == held_out and (corrected is None or r.corrected == corrected)
+        )
 
 
-def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None, keep_running: bool = False,
-             port: int | None = None, cache: Path | None = None, quiet: bool = False,
-             as_json: bool = False) -> LoopResult:  # fmt: skip
+def run_loop(
+    setting: LoopSetting | None = None,
+    *,
+    data_dir: Path | None = None,
+    keep_running: bool = False,
+    port: int | None = None,
+    cache: Path | None = None,
+    quiet: bool = False,
+    as_json: bool = False,
+) -> LoopResult:
     """Run the loop demo; returns its result (the CLI prints it as a table or JSON)."""
     import uvicorn
     from rich.console import Console
@@ -303,12 +353,16 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
 
     data = data_dir or Path(tempfile.mkdtemp(prefix="uis1-demo-"))
     data.mkdir(parents=True, exist_ok=True)
-    say(f"[bold]The loop:[/] a small model does phone tasks, people correct it where it fails, the retraining "
+    say(
+        f"[bold]The loop:[/] a small model does phone tasks, people correct it where it fails, the retraining "
         f"job learns from that traffic, and the new version is gated and swapped in while the service runs.\n"
-        f"data: {data}")  # fmt: skip
-    say(f"\n[bold]Starter policy[/]: a tiny Qwen2.5-VL (0.8 M parameters) trained here on {', '.join(s.known)} "
+        f"data: {data}"
+    )
+    say(
+        f"\n[bold]Starter policy[/]: a tiny Qwen2.5-VL (0.8 M parameters) trained here on {', '.join(s.known)} "
         f"({len(s.starter_seeds)} instances each, {s.starter_steps} SFT steps); it has never seen "
-        f"{', '.join(s.new)}.")  # fmt: skip
+        f"{', '.join(s.new)}."
+    )
     starter = ensure_starter(s, cache or cache_dir(), quiet=quiet or as_json)
     say(f"starter: {starter}")
     lap("starter")
@@ -326,22 +380,39 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
             json.dumps(retrain_config(s, data, store.url, starter), indent=2), encoding="utf-8"
         )
         settings = ServeSettings(
-            store=store, adb_servers=[f"127.0.0.1:{adb_port}"], port=port or free_port(), resize=IMAGE,
-            episode=EpisodeSettings(max_steps=s.max_steps, max_parse_errors=1, settle_s=0.1,
-                                    sampling=SamplingSettings(max_tokens=MAX_TOKENS)),
+            store=store,
+            adb_servers=[f"127.0.0.1:{adb_port}"],
+            port=port or free_port(),
+            resize=IMAGE,
+            episode=EpisodeSettings(
+                max_steps=s.max_steps,
+                max_parse_errors=1,
+                settle_s=0.1,
+                sampling=SamplingSettings(max_tokens=MAX_TOKENS),
+            ),
             scheduler=SchedulerSettings(retrain_config=config_path, job_timeout_s=1800),
             swap=SwapSettings(retire_after_s=5, canary_max_tokens=MAX_TOKENS),
-        )  # fmt: skip
+        )
         prompt = PromptSettings(resize=IMAGE, system_prompt=checkpoint_system_prompt(starter))
-        engine = LocalModels(LocalPolicy(starter, model_version="starter", prompt=prompt, device="cpu",
-                                         sampling=SamplingSettings(max_tokens=MAX_TOKENS)))  # fmt: skip
+        engine = LocalModels(
+            LocalPolicy(
+                starter,
+                model_version="starter",
+                prompt=prompt,
+                device="cpu",
+                sampling=SamplingSettings(max_tokens=MAX_TOKENS),
+            )
+        )
         trajectories = TrajectoryStore(store.url, store.screenshot_dir)
         trajectories.migrate()
         keys = KeyStore(trajectories.engine)
         keys.migrate()
         _, token = keys.create("demo", {Scope.AGENT, Scope.ADMIN})
-        server = uvicorn.Server(uvicorn.Config(create_app(settings, policy=engine), host="127.0.0.1",
-                                               port=settings.port, log_level="warning"))  # fmt: skip
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings, policy=engine), host="127.0.0.1", port=settings.port, log_level="warning"
+            )
+        )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         while not server.started:
@@ -349,8 +420,10 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
         base = f"http://127.0.0.1:{settings.port}"
         client = AgentClient(base, token, timeout=120)
         say(f"service: {base}  (admin key: {token})")
-        say(f"phones: {len(phones)} simulated phones (1080x2400, large-text display) behind the adb server "
-            f"on port {adb_port}")  # fmt: skip
+        say(
+            f"phones: {len(phones)} simulated phones (1080x2400, large-text display) behind the adb server "
+            f"on port {adb_port}"
+        )
         client.register_model("starter", served_name="starter", base=str(starter), kind="base")
         client.promote("starter", reason="the demo's first version")
         rows = {(f, seed): Row(f, seed) for f, seed in [*tasks, *held_out]}
@@ -375,8 +448,10 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
                 row = rows[(family, seed)]
                 setattr(row, when, ok)
                 row.links.append(viewer(task_id))
-                actions = [_brief(st.device_action) if st.device_action else "unparseable"
-                           for st in client.trajectory(task_id).steps]  # fmt: skip
+                actions = [
+                    _brief(st.device_action) if st.device_action else "unparseable"
+                    for st in client.trajectory(task_id).steps
+                ]
                 mark = "[green]done[/]" if ok else "[red]not done[/]"
                 name = task.goal if seed == s.seed else f"{task.goal} (seed {seed})"
                 say(f"  {name:<40} {mark:<20} {' > '.join(actions)}")
@@ -394,10 +469,12 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
         lap("before")
 
         failed = [(f, seed) for f, seed in tasks if not rows[(f, seed)].before]
-        say(f"\n[bold]2. A person corrects[/] the {len(failed)} failed task(s). The person here is a script "
+        say(
+            f"\n[bold]2. A person corrects[/] the {len(failed)} failed task(s). The person here is a script "
             "that knows how each simulated task is done (its solver); it makes the same calls as the "
             "viewer's buttons: the task starts held, the model's action goes on while it is right, and "
-            "from the first wrong one the person supplies each action (a takeover).")  # fmt: skip
+            "from the first wrong one the person supplies each action (a takeover)."
+        )
         corrected_steps = 0
         for (family, seed), device in zip(failed, phones, strict=False):
             task = TASKS[family].create(seed)
@@ -421,8 +498,10 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
                 taking_over = True
                 corrected_steps += 1
                 client.take_over(created.id, expert.to_dict(), hold=not last)
-                say(f"    step {index}: the model wanted {_brief(proposed)}; the person does "
-                    f"{_brief(expert.to_dict())}")  # fmt: skip
+                say(
+                    f"    step {index}: the model wanted {_brief(proposed)}; the person does "
+                    f"{_brief(expert.to_dict())}"
+                )
             result = _finished(client, created.id)
             ok = result is not None and task.is_successful(device.phone, Outcome(answer=result.answer))
             client.feedback(created.id, "success" if ok else "failure", comment="corrected by a person")
@@ -431,8 +510,10 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
             say(f"    -> {'done' if ok else 'not done'}, labelled by the person")
         lap("corrections")
 
-        say("\n[bold]3. Retraining[/] (POST /v1/jobs): curate the labelled traffic, train from the serving "
-            "version, evaluate both versions on other instances of these tasks, register a candidate")  # fmt: skip
+        say(
+            "\n[bold]3. Retraining[/] (POST /v1/jobs): curate the labelled traffic, train from the serving "
+            "version, evaluate both versions on other instances of these tasks, register a candidate"
+        )
         with RequestStream(base, token) as stream:
             job = client.start_job()
             finished = _follow_job(client, job["id"], s.retrain_steps, console)
@@ -440,8 +521,10 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
             candidate = (finished.get("detail") or {}).get("candidate")
             if finished["status"] != "succeeded" or not candidate:
                 say(f"[red]the retraining job ended {finished['status']}: {finished.get('reason')}[/]")
-            say("\n[bold]4. Gate and hot swap[/]: the service compares the candidate with the serving version "
-                "and, when it is not worse, swaps it into the running policy while requests keep coming")  # fmt: skip
+            say(
+                "\n[bold]4. Gate and hot swap[/]: the service compares the candidate with the serving version "
+                "and, when it is not worse, swaps it into the running policy while requests keep coming"
+            )
             state = _poll(lambda: _state_of(client, candidate) if candidate else "none", 600, every=0.5)
             time.sleep(1.0)  # a few requests after the flip too
         info = client.model(candidate)["info"] if candidate else {}
@@ -449,25 +532,43 @@ def run_loop(setting: LoopSetting | None = None, *, data_dir: Path | None = None
         for reason in gate.get("reasons", []):
             say(f"  gate: {reason}")
         promoted = candidate if state == "promoted" else None
-        say(f"  candidate {candidate}: {state}; {stream.sent} requests answered meanwhile "
-            f"({', '.join(f'{n} by {v}' for v, n in stream.versions.items())}), {len(stream.failed)} failed")  # fmt: skip
+        say(
+            f"  candidate {candidate}: {state}; {stream.sent} requests answered meanwhile "
+            f"({', '.join(f'{n} by {v}' for v, n in stream.versions.items())}), {len(stream.failed)} failed"
+        )
         lap("swap")
 
-        say(f"\n[bold]5. After[/]: the same tasks with {promoted or 'the starter'}, and held-out instances "
-            "(other list orders and positions) that no training saw")  # fmt: skip
+        say(
+            f"\n[bold]5. After[/]: the same tasks with {promoted or 'the starter'}, and held-out instances "
+            "(other list orders and positions) that no training saw"
+        )
         for batch in batches([*tasks, *held_out]):
             run_tasks(batch, "after")
         lap("after")
 
-        result = LoopResult(list(rows.values()), "starter", promoted, corrected_steps, stream.sent,
-                            stream.failed, gate, data, timings)  # fmt: skip
+        result = LoopResult(
+            list(rows.values()),
+            "starter",
+            promoted,
+            corrected_steps,
+            stream.sent,
+            stream.failed,
+            gate,
+            data,
+            timings,
+        )
         if as_json:
             typer.echo(json.dumps(_as_json(result), indent=2))
         else:
             say(render(result))
-            say(f"\nTrajectories, screenshots and models are in {data}. "
-                + ("The service keeps running for the viewer links; Ctrl-C stops it."
-                   if keep_running else "The viewer links need the service: run with --keep-running."))  # fmt: skip
+            say(
+                f"\nTrajectories, screenshots and models are in {data}. "
+                + (
+                    "The service keeps running for the viewer links; Ctrl-C stops it."
+                    if keep_running
+                    else "The viewer links need the service: run with --keep-running."
+                )
+            )
         stop_service(server, thread, keep_running=keep_running)
     return result
 
@@ -483,8 +584,14 @@ def _follow_job(client: Any, job_id: str, steps: int, console: Any) -> dict[str,
     """A progress bar for the job: its stage, and the training steps its run has written."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:  # fmt: skip
+    with Progress(
+        TextColumn("  {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
         bar = progress.add_task("retraining: starting", total=steps)
         while True:
             job = client.job(job_id)
@@ -511,8 +618,13 @@ def render(result: LoopResult) -> Any:
     for column in ("task", "instance", "corrected", result.starter, f"after: {after}"):
         table.add_column(column, overflow="fold")
     for row in sorted(result.rows, key=lambda r: (r.seed != 0, not r.corrected, r.family)):
-        table.add_row(row.family, "demo" if row.seed == 0 else f"held-out (seed {row.seed})",
-                      "yes" if row.corrected else "", _cell(row.before), _cell(row.after))  # fmt: skip
+        table.add_row(
+            row.family,
+            "demo" if row.seed == 0 else f"held-out (seed {row.seed})",
+            "yes" if row.corrected else "",
+            _cell(row.before),
+            _cell(row.after),
+        )
     lines: list[str] = []
     corrected = [r for r in result.rows if r.corrected]
     lines.append(

@@ -45,8 +45,9 @@ _KEY_STATE = "api_key"  # where KeyCheck leaves the caller's key (request.state)
 
 _bearer = HTTPBearer(auto_error=False, description="An API key (uis1 keys create).")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False)
-_cookie = APIKeyCookie(name=SESSION_COOKIE, auto_error=False,
-                       description="Set by POST /v1/session for the viewer pages.")  # fmt: skip
+_cookie = APIKeyCookie(
+    name=SESSION_COOKIE, auto_error=False, description="Set by POST /v1/session for the viewer pages."
+)
 
 
 def get_state(request: Request) -> ServiceState:
@@ -87,8 +88,10 @@ async def _authenticate(
     token = bearer.credentials if bearer else header
     if not token and cookie:
         if request.method not in _SAFE_METHODS and request.headers.get(CSRF_HEADER) != "1":
-            raise HTTPException(status.HTTP_403_FORBIDDEN,
-                                f"a request authenticated by cookie needs the {CSRF_HEADER}: 1 header")  # fmt: skip
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                f"a request authenticated by cookie needs the {CSRF_HEADER}: 1 header",
+            )
         token = cookie
     if not token:
         raise Unauthorized("an API key is required")

@@ -29,8 +29,11 @@ class GateSettings(BaseModel):
     require_improvement: bool = Field(False, description="Also demand a strict gain on at least one metric")
 
 
-METRICS = (("sop", "score", "sop_score_tolerance"), ("sop", "tsr", "sop_tsr_tolerance"),
-           ("online", "success_rate", "online_tolerance"))  # fmt: skip
+METRICS = (
+    ("sop", "score", "sop_score_tolerance"),
+    ("sop", "tsr", "sop_tsr_tolerance"),
+    ("online", "success_rate", "online_tolerance"),
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +45,13 @@ class GateDecision:
     baseline_version: str | None = None
 
     def record(self) -> dict[str, Any]:
-        return {"passed": self.passed, "reasons": self.reasons, "candidate": self.candidate,
-                "baseline": self.baseline, "baseline_version": self.baseline_version}  # fmt: skip
+        return {
+            "passed": self.passed,
+            "reasons": self.reasons,
+            "candidate": self.candidate,
+            "baseline": self.baseline,
+            "baseline_version": self.baseline_version,
+        }
 
 
 def decide(candidate: ModelVersion, settings: GateSettings | None = None) -> GateDecision:

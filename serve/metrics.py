@@ -15,9 +15,12 @@ TASKS = Counter(
 QUEUE_DEPTH = Gauge("uis1_queue_depth", "Tasks waiting for a device.", registry=REGISTRY)
 RUNNING = Gauge("uis1_tasks_running", "Episodes running now.", registry=REGISTRY)
 STEP_SECONDS = Histogram(
-    "uis1_step_seconds", "Step latency by phase: policy, device, service overhead.", ["phase"],
-    buckets=LATENCY_BUCKETS, registry=REGISTRY,
-)  # fmt: skip
+    "uis1_step_seconds",
+    "Step latency by phase: policy, device, service overhead.",
+    ["phase"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
 STEPS = Counter("uis1_steps_total", "Steps by who chose the action.", ["source"], registry=REGISTRY)
 PARSE_ERRORS = Counter(
     "uis1_parse_errors_total", "Responses that did not parse, by reason.", ["reason"], registry=REGISTRY

@@ -19,8 +19,15 @@ from agent.vllm_policy import VllmPolicy, VllmSettings
 
 
 class RoutedPolicy:
-    def __init__(self, settings: VllmSettings, registry: ModelRegistry, *, prompt: PromptSettings | None = None,
-                 refresh_s: float = 5.0, on_retry: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: VllmSettings,
+        registry: ModelRegistry,
+        *,
+        prompt: PromptSettings | None = None,
+        refresh_s: float = 5.0,
+        on_retry: Callable[[], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.registry = registry
         self.prompt = prompt
@@ -49,12 +56,16 @@ class RoutedPolicy:
         if endpoint is None or endpoint.rstrip("/") == self.settings.base_url.rstrip("/"):
             return self.primary
         if endpoint not in self._clients:
-            self._clients[endpoint] = VllmPolicy(self.settings.model_copy(update={"base_url": endpoint}),
-                                                 prompt=self.prompt, on_retry=self.on_retry)  # fmt: skip
+            self._clients[endpoint] = VllmPolicy(
+                self.settings.model_copy(update={"base_url": endpoint}),
+                prompt=self.prompt,
+                on_retry=self.on_retry,
+            )
         return self._clients[endpoint]
 
-    async def predict(self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None,
-                      model: str | None = None) -> PolicyResult:  # fmt: skip
+    async def predict(
+        self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
+    ) -> PolicyResult:
         client = self.client_for(await self._endpoint(model))
         return await client.predict(turns, sampling=sampling, model=model)
 

@@ -155,8 +155,10 @@ class TaskRunner:
         """Recover from this replica's previous life, then start scheduling."""
         await asyncio.to_thread(self.cluster.drop_own)
         await self._interrupt_orphans()
-        self._tasks = [asyncio.create_task(self._schedule(), name="task-scheduler"),
-                       asyncio.create_task(self._keep_alive(), name="task-keepalive")]  # fmt: skip
+        self._tasks = [
+            asyncio.create_task(self._schedule(), name="task-scheduler"),
+            asyncio.create_task(self._keep_alive(), name="task-keepalive"),
+        ]
         self._update_gauges()
 
     async def shutdown(self) -> None:
@@ -176,8 +178,15 @@ class TaskRunner:
             for run in running:
                 episode = await asyncio.to_thread(self.store.get, run.episode_id)
                 if episode.status in (EpisodeStatus.RUNNING, EpisodeStatus.CANCELLED) and run.task in late:
-                    await asyncio.to_thread(self.store.save_episode, episode.model_copy(update={
-                        "status": EpisodeStatus.INTERRUPTED, "error": "the service stopped while it ran"}))  # fmt: skip
+                    await asyncio.to_thread(
+                        self.store.save_episode,
+                        episode.model_copy(
+                            update={
+                                "status": EpisodeStatus.INTERRUPTED,
+                                "error": "the service stopped while it ran",
+                            }
+                        ),
+                    )
                 await asyncio.to_thread(self.cluster.end, run.episode_id)
 
     # -- requests ----------------------------------------------------------------------------------
@@ -198,13 +207,19 @@ class TaskRunner:
             await self.pool.refresh()  # a phone plugged in since the last health check counts
         if self.pool.known_match(wanted.serial, wanted.model, wanted.labels) is False:
             known = ", ".join(sorted(self.pool.devices)) or "none"
-            raise NoSuchDevice(f"no device matches {wanted.model_dump(exclude_defaults=True)} (known: {known}); "
-                               "connect it first (POST /v1/devices/connect)")  # fmt: skip
+            raise NoSuchDevice(
+                f"no device matches {wanted.model_dump(exclude_defaults=True)} (known: {known}); "
+                "connect it first (POST /v1/devices/connect)"
+            )
         labels = {"submitted_by": submitted_by} if submitted_by else {}
         if request.idempotency_key:
             labels["idempotency_key"] = request.idempotency_key
-        episode = Episode(goal=request.goal, status=EpisodeStatus.PENDING, labels=labels,
-                          extra={"request": request.model_dump(mode="json")})  # fmt: skip
+        episode = Episode(
+            goal=request.goal,
+            status=EpisodeStatus.PENDING,
+            labels=labels,
+            extra={"request": request.model_dump(mode="json")},
+        )
         await asyncio.to_thread(self.store.save_episode, episode)
         self._queue_depth = depth + 1
         metrics.TASKS.labels(status="submitted").inc()
@@ -238,8 +253,10 @@ class TaskRunner:
         if version.kind != Kind.ADAPTER and not version.endpoint:
             held = self.registry.aliases().get(LOADED + version.served_name)
             if held is not None and held != version.name:
-                raise UnknownModel(f"model version {version.name} is not being served: the engine serving "
-                                   f"{version.served_name!r} holds {held}")  # fmt: skip
+                raise UnknownModel(
+                    f"model version {version.name} is not being served: the engine serving "
+                    f"{version.served_name!r} holds {held}"
+                )
         return version.served_name, version.name
 
     def prompt_for(self, version: str | None) -> PromptSettings:
@@ -256,8 +273,13 @@ class TaskRunner:
         """Cancel a queued task, or stop a running one before its next step (on any replica)."""
         episode = await asyncio.to_thread(self.store.get, episode_id)
         if episode.status is EpisodeStatus.PENDING:
-            cancelled = episode.model_copy(update={"status": EpisodeStatus.CANCELLED, "finished_at": utcnow(),
-                                                   "error": "cancelled before it started"})  # fmt: skip
+            cancelled = episode.model_copy(
+                update={
+                    "status": EpisodeStatus.CANCELLED,
+                    "finished_at": utcnow(),
+                    "error": "cancelled before it started",
+                }
+            )
             if await asyncio.to_thread(self.store.transition, cancelled, EpisodeStatus.PENDING):
                 self._publish(episode_id, end_event(cancelled))
                 self._update_gauges()
@@ -353,8 +375,10 @@ class TaskRunner:
         async def held(step: Step, reason: str) -> None:
             await asyncio.to_thread(self.cluster.request, episode_id, paused=True, action=None)
             proposed = step.device_action.to_dict() if step.device_action is not None else None
-            self._publish(episode_id, {"event": "approval", "index": step.index, "reason": reason,
-                                       "proposed_action": proposed})  # fmt: skip
+            self._publish(
+                episode_id,
+                {"event": "approval", "index": step.index, "reason": reason, "proposed_action": proposed},
+            )
 
         return held
 
@@ -443,8 +467,10 @@ class TaskRunner:
     async def _schedule(self) -> None:
         while not self._stopping:
             self._wake.clear()
-            pending = await asyncio.to_thread(self.store.query, EpisodeQuery(
-                status=EpisodeStatus.PENDING, limit=self.settings.max_queue, oldest_first=True))  # fmt: skip
+            pending = await asyncio.to_thread(
+                self.store.query,
+                EpisodeQuery(status=EpisodeStatus.PENDING, limit=self.settings.max_queue, oldest_first=True),
+            )
             self._queue_depth = len(pending)
             held = bool(pending) and await self._held()
             for episode in [] if held else pending:  # shutdown cancels this task: no check of _stopping
@@ -462,9 +488,14 @@ class TaskRunner:
         elsewhere: set[str] = set()  # devices another replica holds
         while True:
             try:
-                lease = await self.pool.acquire(holder=episode.id, serial=selector.serial, model=selector.model,
-                                                labels=selector.labels, ttl_s=self.settings.lease_ttl_s,
-                                                exclude=elsewhere)  # fmt: skip
+                lease = await self.pool.acquire(
+                    holder=episode.id,
+                    serial=selector.serial,
+                    model=selector.model,
+                    labels=selector.labels,
+                    ttl_s=self.settings.lease_ttl_s,
+                    exclude=elsewhere,
+                )
             except NoDeviceAvailable:
                 return
             key = device_key(self.pool.devices[lease.serial].server, lease.serial)
@@ -488,8 +519,12 @@ class TaskRunner:
         try:  # the version is pinned now, when the episode starts, and kept to its end
             request, version = await asyncio.to_thread(self._route, request)
         except (UnknownModel, RegistryError) as exc:
-            await asyncio.to_thread(self.store.save_episode, started.model_copy(update={
-                "status": EpisodeStatus.ERROR, "finished_at": utcnow(), "error": str(exc)}))  # fmt: skip
+            await asyncio.to_thread(
+                self.store.save_episode,
+                started.model_copy(
+                    update={"status": EpisodeStatus.ERROR, "finished_at": utcnow(), "error": str(exc)}
+                ),
+            )
             await asyncio.to_thread(self.cluster.end, episode.id)
             await self.pool.release(lease.id)
             self._publish(episode.id, {"event": "end", "status": "error", "error": str(exc)})
@@ -564,8 +599,13 @@ class TaskRunner:
         for episode in running:
             if episode.id in self._running or episode.id in held:
                 continue
-            interrupted = episode.model_copy(update={"status": EpisodeStatus.INTERRUPTED, "finished_at": utcnow(),
-                                                     "error": "the service stopped while it ran"})  # fmt: skip
+            interrupted = episode.model_copy(
+                update={
+                    "status": EpisodeStatus.INTERRUPTED,
+                    "finished_at": utcnow(),
+                    "error": "the service stopped while it ran",
+                }
+            )
             if await asyncio.to_thread(self.store.transition, interrupted, EpisodeStatus.RUNNING):
                 await asyncio.to_thread(self.cluster.end, episode.id)
                 log.warning("task interrupted", extra={"task_id": episode.id})
@@ -588,12 +628,19 @@ class TaskRunner:
 
         async def on_step(ep: Episode, step: Step) -> None:
             metrics.observe_step(step)
-            log.info("step", extra={
-                "task_id": ep.id, "step": step.index, "source": step.source.value,
-                "action": step.device_action.to_json() if step.device_action else None,
-                "parse_error": step.parse_error.reason.value if step.parse_error else None,
-                "policy_s": step.timings.policy_s, "device_s": step.timings.device_s, "model_version": step.model_version,
-            })  # fmt: skip
+            log.info(
+                "step",
+                extra={
+                    "task_id": ep.id,
+                    "step": step.index,
+                    "source": step.source.value,
+                    "action": step.device_action.to_json() if step.device_action else None,
+                    "parse_error": step.parse_error.reason.value if step.parse_error else None,
+                    "policy_s": step.timings.policy_s,
+                    "device_s": step.timings.device_s,
+                    "model_version": step.model_version,
+                },
+            )
             self._publish(ep.id, {"event": "step", "step": step})
 
         try:
@@ -609,14 +656,26 @@ class TaskRunner:
             )
             final = await runner.run(request.goal, episode=episode, cancel=cancel)
             metrics.TASKS.labels(status=final.status.value).inc()
-            log.info("task finished", extra={"task_id": final.id, "status": final.status.value, "error": final.error,
-                                             "steps": len(final.steps), "device": lease.serial})  # fmt: skip
+            log.info(
+                "task finished",
+                extra={
+                    "task_id": final.id,
+                    "status": final.status.value,
+                    "error": final.error,
+                    "steps": len(final.steps),
+                    "device": lease.serial,
+                },
+            )
             self._publish(final.id, end_event(final))
         except Exception:
             log.exception("episode %s crashed", episode.id)
             crashed = await asyncio.to_thread(self.store.get, episode.id)
-            await asyncio.to_thread(self.store.save_episode, crashed.model_copy(update={
-                "status": EpisodeStatus.ERROR, "finished_at": utcnow(), "error": "internal error"}))  # fmt: skip
+            await asyncio.to_thread(
+                self.store.save_episode,
+                crashed.model_copy(
+                    update={"status": EpisodeStatus.ERROR, "finished_at": utcnow(), "error": "internal error"}
+                ),
+            )
             self._publish(episode.id, {"event": "end", "status": "error", "error": "internal error"})
         finally:
             await asyncio.to_thread(self.cluster.end, episode.id)

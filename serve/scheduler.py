@@ -119,8 +119,12 @@ class Scheduler:
 
     async def run(self) -> None:
         """Start a job at each fire time, forever."""
-        log.info("retraining scheduled at %r (%s); next at %s", self.settings.cron, self.settings.timezone,
-                 self.next_fire().isoformat())  # fmt: skip
+        log.info(
+            "retraining scheduled at %r (%s); next at %s",
+            self.settings.cron,
+            self.settings.timezone,
+            self.next_fire().isoformat(),
+        )
         while True:
             fire = self.next_fire()
             while (wait := (fire - utcnow()).total_seconds()) > 0:
@@ -132,8 +136,12 @@ class Scheduler:
 
     async def fire(self, at: datetime) -> Job | None:
         """Create the job of this fire time (unless another replica did) and start it."""
-        job = await asyncio.to_thread(self.jobs.create, "retrain", trigger="schedule",
-                                      slot=at.astimezone(self.zone).strftime("%Y-%m-%dT%H:%M%z"))  # fmt: skip
+        job = await asyncio.to_thread(
+            self.jobs.create,
+            "retrain",
+            trigger="schedule",
+            slot=at.astimezone(self.zone).strftime("%Y-%m-%dT%H:%M%z"),
+        )
         if job is None:
             log.info("the %s job was started by another replica", at.isoformat())
             return None
@@ -148,13 +156,26 @@ class Scheduler:
 
     async def _run_job(self, job: Job) -> Job:
         if self.settings.retrain_config is None:
-            return await asyncio.to_thread(self.jobs.update, job.id, status=JobStatus.FAILED,
-                                           reason="scheduler.retrain_config is not set")  # fmt: skip
-        command = [*self.settings.command, "--config", str(self.settings.retrain_config), "--job-id", job.id,
-                   "--trigger", job.trigger, "--quiet"]  # fmt: skip
+            return await asyncio.to_thread(
+                self.jobs.update,
+                job.id,
+                status=JobStatus.FAILED,
+                reason="scheduler.retrain_config is not set",
+            )
+        command = [
+            *self.settings.command,
+            "--config",
+            str(self.settings.retrain_config),
+            "--job-id",
+            job.id,
+            "--trigger",
+            job.trigger,
+            "--quiet",
+        ]
         log.info("starting job %s: %s", job.id, " ".join(command))
-        proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.PIPE)  # fmt: skip
+        proc = await asyncio.create_subprocess_exec(
+            *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
         try:
             _, err = await asyncio.wait_for(proc.communicate(), self.settings.job_timeout_s)
         except TimeoutError:
@@ -164,8 +185,12 @@ class Scheduler:
         finished = await asyncio.to_thread(self.jobs.get, job.id)
         if not JobStatus(finished.status).finished:  # the process died before it could say so
             tail = err.decode(errors="replace").strip().splitlines()[-5:]
-            finished = await asyncio.to_thread(self.jobs.update, job.id, status=JobStatus.FAILED,
-                                               reason=f"exit status {proc.returncode}: " + " | ".join(tail))  # fmt: skip
+            finished = await asyncio.to_thread(
+                self.jobs.update,
+                job.id,
+                status=JobStatus.FAILED,
+                reason=f"exit status {proc.returncode}: " + " | ".join(tail),
+            )
         log.info("job %s ended %s: %s", job.id, finished.status, finished.reason)
         if self.on_job_end is not None:
             try:

@@ -113,13 +113,23 @@ class TaskResponse(BaseModel):
         cls, episode: Episode, *, paused: bool = False, held: tuple[Step, str | None] | None = None
     ) -> TaskResponse:
         return cls(
-            id=episode.id, goal=episode.goal, status=episode.status,
-            device=episode.device.serial if episode.device else None, model_version=episode.model_version,
-            created_at=episode.created_at, started_at=episode.started_at, finished_at=episode.finished_at,
-            steps=len(episode.steps), error=episode.error, answer=episode.answer,
-            feedback=episode.labels.get("feedback"), paused=paused, held=HeldStep.of(held) if held else None,
-            events_url=f"/v1/tasks/{episode.id}/events", trajectory_url=f"/v1/trajectories/{episode.id}",
-        )  # fmt: skip
+            id=episode.id,
+            goal=episode.goal,
+            status=episode.status,
+            device=episode.device.serial if episode.device else None,
+            model_version=episode.model_version,
+            created_at=episode.created_at,
+            started_at=episode.started_at,
+            finished_at=episode.finished_at,
+            steps=len(episode.steps),
+            error=episode.error,
+            answer=episode.answer,
+            feedback=episode.labels.get("feedback"),
+            paused=paused,
+            held=HeldStep.of(held) if held else None,
+            events_url=f"/v1/tasks/{episode.id}/events",
+            trajectory_url=f"/v1/trajectories/{episode.id}",
+        )
 
 
 class TaskList(BaseModel):

@@ -59,9 +59,11 @@ class ServeSettings(AgentSettings):
     # keeps it, so its old device leases are dropped at once); every replica must name the adb
     # servers identically.
     replica_id: str = Field(
-        default_factory=socket.gethostname, min_length=1, max_length=128,
+        default_factory=socket.gethostname,
+        min_length=1,
+        max_length=128,
         description="Stable id of this replica (default: the host name)",
-    )  # fmt: skip
+    )
     device_lease_ttl_s: float = Field(30.0, gt=0, description="A dead replica's phones free up after this")
     readiness_checks: list[ReadinessCheck] = Field(
         default_factory=lambda: list(get_args(ReadinessCheck)),

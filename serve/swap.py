@@ -109,8 +109,13 @@ class SwapResult:
     canary: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
-        return {"version": self.version, "previous": self.previous, "path": self.path,
-                "seconds": round(self.seconds, 3), "canary": self.canary}  # fmt: skip
+        return {
+            "version": self.version,
+            "previous": self.previous,
+            "path": self.path,
+            "seconds": round(self.seconds, 3),
+            "canary": self.canary,
+        }
 
 
 def canary_turns(goal: str, prompt: PromptSettings) -> list[Any]:
@@ -134,9 +139,16 @@ class SwapController:
     version once its episodes are done. Subclasses say how a version is made to serve (``_serve``)
     and how an old one is retired (``_retires``, ``_retire``)."""
 
-    def __init__(self, store: TrajectoryStore, registry: ModelRegistry, prompt: PromptSettings,
-                 settings: SwapSettings | None = None, *, owner: str = "",
-                 routes: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: TrajectoryStore,
+        registry: ModelRegistry,
+        prompt: PromptSettings,
+        settings: SwapSettings | None = None,
+        *,
+        owner: str = "",
+        routes: Callable[[], None] | None = None,
+    ) -> None:
         self.store = store
         self.registry = registry
         self.jobs = JobStore(store.engine)
@@ -166,8 +178,9 @@ class SwapController:
         decision = decide(candidate, self.settings.gate)
         await asyncio.to_thread(self.registry.annotate, name, "gate", decision.record(), actor=actor)
         if not decision.passed:
-            await asyncio.to_thread(self.registry.reject, name, actor=actor,
-                                    detail={"reason": "; ".join(decision.reasons)})  # fmt: skip
+            await asyncio.to_thread(
+                self.registry.reject, name, actor=actor, detail={"reason": "; ".join(decision.reasons)}
+            )
             log.info("gate rejected %s: %s", name, "; ".join(decision.reasons))
             return decision, None
         try:
@@ -245,8 +258,11 @@ class SwapController:
         start = time.perf_counter()
         try:
             path, canary = await self._serve(target, current, rollback=True)
-            restored = await asyncio.to_thread(self.registry.rollback, actor=actor,
-                                               detail={"reason": reason or "rolled back by hand", "path": path})  # fmt: skip
+            restored = await asyncio.to_thread(
+                self.registry.rollback,
+                actor=actor,
+                detail={"reason": reason or "rolled back by hand", "path": path},
+            )
             self.routes_changed()
             self._promoted(target)
         finally:
@@ -262,8 +278,9 @@ class SwapController:
             await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
 
     # -- what a kind of engine does ----------------------------------------------------------------
-    async def _serve(self, version: ModelVersion, current: ModelVersion | None, *,
-                     rollback: bool = False) -> tuple[str, dict[str, Any]]:  # fmt: skip
+    async def _serve(
+        self, version: ModelVersion, current: ModelVersion | None, *, rollback: bool = False
+    ) -> tuple[str, dict[str, Any]]:
         """Make ``version`` answer under its served name and canary it; returns (path, canary)."""
         raise NotImplementedError
 
@@ -307,8 +324,9 @@ class SwapController:
             log.warning("could not mark %s rejected: %s", version.name, exc)
 
     # -- the canary --------------------------------------------------------------------------------
-    async def _check(self, version: ModelVersion,
-                     ask: Callable[[list[Any], SamplingSettings], Awaitable[PolicyResult]]) -> dict[str, Any]:  # fmt: skip
+    async def _check(
+        self, version: ModelVersion, ask: Callable[[list[Any], SamplingSettings], Awaitable[PolicyResult]]
+    ) -> dict[str, Any]:
         """The canary: ``ask`` sends the fixed request to the candidate, greedy; the answer must parse."""
         # the candidate is asked as its tasks will ask it
         turns = canary_turns(self.settings.canary_goal, version.prompt_of(self.prompt))
@@ -337,9 +355,17 @@ class SwapController:
 class HotSwapController(SwapController):
     """Swaps into vLLM: adapters loaded beside the others, full weights in place or blue/green."""
 
-    def __init__(self, store: TrajectoryStore, registry: ModelRegistry, policy: VllmSettings, prompt: PromptSettings,
-                 settings: SwapSettings | None = None, *, owner: str = "",
-                 routes: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: TrajectoryStore,
+        registry: ModelRegistry,
+        policy: VllmSettings,
+        prompt: PromptSettings,
+        settings: SwapSettings | None = None,
+        *,
+        owner: str = "",
+        routes: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(store, registry, prompt, settings, owner=owner, routes=routes)
         self.policy = policy
         self.engines: dict[str, subprocess.Popen[bytes]] = {}  # blue/green engines this controller started
@@ -349,8 +375,9 @@ class HotSwapController(SwapController):
             return "blue_green" if self.settings.launch_command else "in_place"
         return self.settings.strategy
 
-    async def _serve(self, version: ModelVersion, current: ModelVersion | None, *,
-                     rollback: bool = False) -> tuple[str, dict[str, Any]]:  # fmt: skip
+    async def _serve(
+        self, version: ModelVersion, current: ModelVersion | None, *, rollback: bool = False
+    ) -> tuple[str, dict[str, Any]]:
         """Make ``version`` answer under its served name and canary it; returns (path, canary)."""
         if version.kind == Kind.ADAPTER:
             return "adapter", await self._serve_adapter(version, rollback=rollback)
@@ -403,8 +430,10 @@ class HotSwapController(SwapController):
             and current.kind != Kind.ADAPTER
             and current.served_name != version.served_name
         ):
-            raise SwapError(f"{version.name} is served as {version.served_name!r} but the engine serves "
-                            f"{current.served_name!r}: an in-place swap keeps the engine's name")  # fmt: skip
+            raise SwapError(
+                f"{version.name} is served as {version.served_name!r} but the engine serves "
+                f"{current.served_name!r}: an in-place swap keeps the engine's name"
+            )
         if not version.base:
             raise SwapError(f"{version.name} has no checkpoint path")
         token = f"hold-{uuid.uuid4().hex[:12]}"
@@ -418,15 +447,20 @@ class HotSwapController(SwapController):
             await self._drain()
             previous_weights = self._weights_in_engine(version.served_name, current)
             await asyncio.to_thread(admin.reload_weights, version.base)
-            await asyncio.to_thread(self.registry.set_alias, LOADED + version.served_name, version.name,
-                                    actor="swap")  # fmt: skip
+            await asyncio.to_thread(
+                self.registry.set_alias, LOADED + version.served_name, version.name, actor="swap"
+            )
             canary = await self._canary(version, self.policy.base_url)
         except (CanaryFailed, VllmAdminError) as exc:
             if previous_weights is not None:  # put back what the engine held
                 try:
                     await asyncio.to_thread(admin.reload_weights, previous_weights[1])
-                    await asyncio.to_thread(self.registry.set_alias, LOADED + version.served_name,
-                                            previous_weights[0], actor="swap")  # fmt: skip
+                    await asyncio.to_thread(
+                        self.registry.set_alias,
+                        LOADED + version.served_name,
+                        previous_weights[0],
+                        actor="swap",
+                    )
                 except VllmAdminError as again:
                     log.error("could not reload the previous weights %s: %s", previous_weights[1], again)
             await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
@@ -459,8 +493,10 @@ class HotSwapController(SwapController):
             if not running:
                 return
             if time.monotonic() > deadline:
-                raise SwapError(f"{running} episode(s) still running after {self.settings.drain_timeout_s:.0f}s; "
-                                "the swap is called off and they keep the old weights")  # fmt: skip
+                raise SwapError(
+                    f"{running} episode(s) still running after {self.settings.drain_timeout_s:.0f}s; "
+                    "the swap is called off and they keep the old weights"
+                )
             await asyncio.sleep(0.25)
 
     # -- full weights, a second engine -------------------------------------------------------------
@@ -486,12 +522,14 @@ class HotSwapController(SwapController):
             sock.bind((self.settings.launch_host, 0))
             port = sock.getsockname()[1]
         assert self.settings.launch_command is not None
-        command = self.settings.launch_command.format(weights=shlex.quote(version.base or ""), port=port,
-                                                      served_name=shlex.quote(version.served_name))  # fmt: skip
+        command = self.settings.launch_command.format(
+            weights=shlex.quote(version.base or ""), port=port, served_name=shlex.quote(version.served_name)
+        )
         url = f"http://{self.settings.launch_host}:{port}"
         log.info("starting an engine for %s: %s", version.name, command)
-        proc = subprocess.Popen(shlex.split(command), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            shlex.split(command), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         self.engines[url] = proc
         admin = self._admin(url)
         try:
@@ -560,21 +598,32 @@ class LocalSwapController(SwapController):
     version they started with, and the old one is unloaded once none uses it. No lock holds new
     episodes back: nothing is reloaded under a version that is serving."""
 
-    def __init__(self, store: TrajectoryStore, registry: ModelRegistry, engine: LocalModels, prompt: PromptSettings,
-                 settings: SwapSettings | None = None, *, owner: str = "",
-                 routes: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: TrajectoryStore,
+        registry: ModelRegistry,
+        engine: LocalModels,
+        prompt: PromptSettings,
+        settings: SwapSettings | None = None,
+        *,
+        owner: str = "",
+        routes: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(store, registry, prompt, settings, owner=owner, routes=routes)
         self.engine = engine
 
-    async def _serve(self, version: ModelVersion, current: ModelVersion | None, *,
-                     rollback: bool = False) -> tuple[str, dict[str, Any]]:  # fmt: skip
+    async def _serve(
+        self, version: ModelVersion, current: ModelVersion | None, *, rollback: bool = False
+    ) -> tuple[str, dict[str, Any]]:
         if not version.base:
             raise SwapError(f"{version.name} has no checkpoint path")
         wanted = (version.base, version.adapter if version.kind == Kind.ADAPTER else None)
         held = self.engine.holds(version.served_name)
         if held is not None and held != wanted:
-            raise SwapError(f"{version.name} is served as {version.served_name!r}, which another loaded "
-                            f"version ({held[1] or held[0]}) serves here; register it with a served name of its own")  # fmt: skip
+            raise SwapError(
+                f"{version.name} is served as {version.served_name!r}, which another loaded "
+                f"version ({held[1] or held[0]}) serves here; register it with a served name of its own"
+            )
         loaded_here = held is None
         if loaded_here:
             try:

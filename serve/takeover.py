@@ -57,8 +57,9 @@ class Approval(BaseModel):
 class Takeover:
     """Lets a client pause a running episode before its next action and supply that action."""
 
-    def __init__(self, approval: Approval | None = None,
-                 on_hold: Callable[[Step, str], Awaitable[None]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, approval: Approval | None = None, on_hold: Callable[[Step, str], Awaitable[None]] | None = None
+    ) -> None:
         self.approval = approval
         self.on_hold = on_hold  # told when a step holds the task for approval
         self.reason: str | None = None  # why the held step waits, when a rule (not a person) held it

@@ -191,8 +191,11 @@ def vllm_server(
     extra = {**(env or {}), **({"UIS1_SERVED_MODEL_NAME": served_name} if served_name else {})}
     proc = subprocess.Popen(
         [str(REPO / "scripts" / "vllm-cpu"), "serve", str(model_dir), "--port", str(port)],
-        stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **extra},
-    )  # fmt: skip
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, **extra},
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_s
@@ -225,10 +228,20 @@ def sft_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     from tests.training import RESIZE, SIM_DATA, uis1, write_config
 
     root = tmp_path_factory.mktemp("sft")
-    config = write_config(root / "sft.yaml", {
-        "model": str(tiny_model_dir), "output_dir": "run", "data": SIM_DATA, "resize": RESIZE,
-        "optim": {"lr": 3e-3}, "batch_size": 8, "epochs": 100, "max_steps": 60, "save_every": 60,
-    })  # fmt: skip
+    config = write_config(
+        root / "sft.yaml",
+        {
+            "model": str(tiny_model_dir),
+            "output_dir": "run",
+            "data": SIM_DATA,
+            "resize": RESIZE,
+            "optim": {"lr": 3e-3},
+            "batch_size": 8,
+            "epochs": 100,
+            "max_steps": 60,
+            "save_every": 60,
+        },
+    )
     uis1("train", "sft", "--config", str(config), "--quiet")
     return root / "run"
 

@@ -15,7 +15,7 @@ import yaml
 SIM_DATA: dict[str, Any] = {
     "sources": [{"kind": "sim", "tasks": ["wifi_on", "bluetooth_on", "airplane_mode_on"], "seeds": [0]}],
     "val_fraction": 0.0,
-}  # fmt: skip
+}
 RESIZE = {"max_pixels": 64 * 28 * 28}  # 64 image tokens: CPU-sized prompts
 
 

@@ -20,8 +20,14 @@ def _response(device: PooledDevice, holders: dict[str, str]) -> DeviceResponse:
     holder = holders.get(device_key(device.server, device.serial)) or (
         device.lease.holder if device.lease else None
     )
-    return DeviceResponse(serial=device.serial, state=device.state.value, model=device.model, server=device.server,
-                          labels=device.labels, leased_by=holder)  # fmt: skip
+    return DeviceResponse(
+        serial=device.serial,
+        state=device.state.value,
+        model=device.model,
+        server=device.server,
+        labels=device.labels,
+        leased_by=holder,
+    )
 
 
 @router.get("", response_model=list[DeviceResponse])
@@ -32,8 +38,11 @@ async def list_devices(state: StateDep, key: AgentKey) -> list[DeviceResponse]:
     return [_response(d, holders) for d in sorted(state.pool.devices.values(), key=lambda d: d.serial)]
 
 
-@router.get("/{serial}/screenshot", response_class=Response,
-            responses={200: {"content": {"image/png": {}}, "description": "The screen now."}})  # fmt: skip
+@router.get(
+    "/{serial}/screenshot",
+    response_class=Response,
+    responses={200: {"content": {"image/png": {}}, "description": "The screen now."}},
+)
 async def screenshot(serial: str, state: StateDep, key: AgentKey) -> Response:
     device = state.pool.devices.get(serial)
     if device is None:

@@ -45,8 +45,12 @@ class StartRequest(BaseModel):
 
 
 @router.get("", response_model=JobList)
-async def list_jobs(state: StateDep, key: AgentKey, limit: int = Query(50, ge=1, le=500),
-                    status_: str | None = Query(None, alias="status")) -> JobList:  # fmt: skip
+async def list_jobs(
+    state: StateDep,
+    key: AgentKey,
+    limit: int = Query(50, ge=1, le=500),
+    status_: str | None = Query(None, alias="status"),
+) -> JobList:
     found = await asyncio.to_thread(state.jobs.list, None, status_, limit)
     upcoming = state.scheduler.next_fire() if state.settings.scheduler.enabled else None
     return JobList(jobs=[JobResponse.of(j) for j in found], next_run=upcoming)

@@ -80,8 +80,17 @@ class RollbackRequest(BaseModel):
 
 
 def _version(v: ModelVersion) -> VersionResponse:
-    return VersionResponse(name=v.name, served_name=v.served_name, kind=v.kind, base=v.base, adapter=v.adapter,
-                           parent=v.parent, state=v.state, created_at=v.created_at, info=v.info)  # fmt: skip
+    return VersionResponse(
+        name=v.name,
+        served_name=v.served_name,
+        kind=v.kind,
+        base=v.base,
+        adapter=v.adapter,
+        parent=v.parent,
+        state=v.state,
+        created_at=v.created_at,
+        info=v.info,
+    )
 
 
 def _event(e: ModelEvent) -> EventResponse:
@@ -100,9 +109,16 @@ async def list_models(state: StateDep, key: AgentKey) -> ModelsResponse:
 @router.post("", response_model=VersionResponse, status_code=status.HTTP_201_CREATED)
 async def register_model(body: RegisterRequest, state: StateDep, key: AdminKey) -> VersionResponse:
     try:
-        version = await asyncio.to_thread(state.registry.register, body.name, served_name=body.served_name,
-                                          base=body.base, adapter=body.adapter, kind=body.kind, parent=body.parent,
-                                          actor=f"key:{key.id}")  # fmt: skip
+        version = await asyncio.to_thread(
+            state.registry.register,
+            body.name,
+            served_name=body.served_name,
+            base=body.base,
+            adapter=body.adapter,
+            kind=body.kind,
+            parent=body.parent,
+            actor=f"key:{key.id}",
+        )
     except RegistryError as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return _version(version)
@@ -134,8 +150,14 @@ async def promote(body: PromoteRequest, state: StateDep, key: AdminKey) -> Model
                 body.version, actor=f"key:{key.id}", force=body.force, reason=body.reason
             )
         else:
-            await asyncio.to_thread(state.registry.promote, body.version, actor=f"key:{key.id}", alias=body.alias,
-                                    force=body.force, detail=detail)  # fmt: skip
+            await asyncio.to_thread(
+                state.registry.promote,
+                body.version,
+                actor=f"key:{key.id}",
+                alias=body.alias,
+                force=body.force,
+                detail=detail,
+            )
     except (RegistryError, SwapError, LockHeld) as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return await list_models(state, key)

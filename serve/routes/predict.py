@@ -40,8 +40,11 @@ ALLOWED_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp
 
 class PredictRequest(BaseModel):
     goal: str = Field(min_length=1, max_length=2000)
-    screenshots: list[str] = Field(min_length=1, max_length=MAX_SCREENSHOTS,
-                                   description="Base64 PNG/JPEG/WebP images, oldest first; the last is the current screen.")  # fmt: skip
+    screenshots: list[str] = Field(
+        min_length=1,
+        max_length=MAX_SCREENSHOTS,
+        description="Base64 PNG/JPEG/WebP images, oldest first; the last is the current screen.",
+    )
     history: list[Annotated[str, Field(max_length=MAX_RESPONSE_CHARS)]] = Field(
         default_factory=list,
         max_length=MAX_SCREENSHOTS - 1,
@@ -123,12 +126,17 @@ def _conversation(body: PredictRequest, settings: ServeSettings, prompt: PromptS
     return build_conversation(body.goal, shots, body.history, prompt)
 
 
-@router.post("/predict", response_model=PredictResponse,
-             responses={400: {"description": "History that does not fit the screenshots."},
-                        413: {"description": "A screenshot, or all of them, too large (bytes or pixels)."},
-                        415: {"description": "Not PNG, JPEG or WebP."},
-                        422: {"description": "Not base64, not a readable image, or an unknown model."},
-                        502: {"description": "The policy server failed."}})  # fmt: skip
+@router.post(
+    "/predict",
+    response_model=PredictResponse,
+    responses={
+        400: {"description": "History that does not fit the screenshots."},
+        413: {"description": "A screenshot, or all of them, too large (bytes or pixels)."},
+        415: {"description": "Not PNG, JPEG or WebP."},
+        422: {"description": "Not base64, not a readable image, or an unknown model."},
+        502: {"description": "The policy server failed."},
+    },
+)
 async def predict(body: PredictRequest, state: StateDep, key: AgentKey) -> PredictResponse:
     if len(body.history) != len(body.screenshots) - 1:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, "send one previous response per earlier screenshot")

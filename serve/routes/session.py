@@ -26,9 +26,14 @@ class SessionResponse(BaseModel):
     scopes: list[str]
 
 
-@router.post("", response_model=SessionResponse,
-             responses={401: {"description": "The key is not valid."},
-                        403: {"description": f"The {CSRF_HEADER} header is missing."}})  # fmt: skip
+@router.post(
+    "",
+    response_model=SessionResponse,
+    responses={
+        401: {"description": "The key is not valid."},
+        403: {"description": f"The {CSRF_HEADER} header is missing."},
+    },
+)
 async def sign_in(
     body: SessionRequest,
     state: StateDep,
@@ -42,8 +47,15 @@ async def sign_in(
     key = await asyncio.to_thread(state.keys.verify, body.key)
     if key is None:
         raise Unauthorized("invalid or revoked API key")
-    response.set_cookie(SESSION_COOKIE, body.key, max_age=SESSION_MAX_AGE_S, path="/", httponly=True,
-                        samesite="strict", secure=request.url.scheme == "https")  # fmt: skip
+    response.set_cookie(
+        SESSION_COOKIE,
+        body.key,
+        max_age=SESSION_MAX_AGE_S,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
     return SessionResponse(key_id=key.id, name=key.name, scopes=sorted(s.value for s in key.scopes))
 
 

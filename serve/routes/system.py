@@ -47,8 +47,9 @@ async def readyz(state: StateDep) -> JSONResponse:
     )
     checks = {"database": database, "policy": policy, "device": device_ready(state.pool)}
     ok = all(passed for name, passed in checks.items() if name in required)
-    return JSONResponse({"ready": ok, "checks": checks, "required": sorted(required)},
-                        status_code=200 if ok else 503)  # fmt: skip
+    return JSONResponse(
+        {"ready": ok, "checks": checks, "required": sorted(required)}, status_code=200 if ok else 503
+    )
 
 
 async def _probe(state: ServiceState, name: str, check: Callable[[], Awaitable[bool]]) -> bool:
@@ -85,8 +86,9 @@ def device_ready(pool: DevicePool) -> bool:
     return any(d.state.value == "device" for d in pool.devices.values())
 
 
-@router.get("/metrics", tags=["system"], response_class=Response,
-            responses={200: {"content": {"text/plain": {}}}})  # fmt: skip
+@router.get(
+    "/metrics", tags=["system"], response_class=Response, responses={200: {"content": {"text/plain": {}}}}
+)
 async def prometheus(state: StateDep, key: AgentKey) -> Response:
     counts: dict[str, int] = {}
     for device in state.pool.devices.values():
@@ -98,9 +100,16 @@ async def prometheus(state: StateDep, key: AgentKey) -> Response:
     return Response(generate_latest(metrics.REGISTRY), media_type=PROMETHEUS_TEXT)
 
 
-@router.get("/metrics/vllm", tags=["system"], response_class=Response,
-            responses={200: {"content": {"text/plain": {}}}, 404: {"description": "No vLLM backend."},
-                       502: {"description": "The vLLM server did not answer."}})  # fmt: skip
+@router.get(
+    "/metrics/vllm",
+    tags=["system"],
+    response_class=Response,
+    responses={
+        200: {"content": {"text/plain": {}}},
+        404: {"description": "No vLLM backend."},
+        502: {"description": "The vLLM server did not answer."},
+    },
+)
 async def vllm_metrics(state: StateDep, key: AgentKey) -> Response:
     """The vLLM server's own metrics, relayed, so that its port never has to be reachable by a scraper."""
     if state.settings.policy_backend != "vllm":
@@ -118,8 +127,12 @@ async def vllm_metrics(state: StateDep, key: AgentKey) -> Response:
     return Response(upstream.content, media_type=PROMETHEUS_TEXT)
 
 
-@router.get("/v1/screenshots/{sha256}", tags=["trajectories"], response_class=FileResponse,
-            responses={200: {"content": {"image/png": {}}}, 404: {"description": "Unknown or expired."}})  # fmt: skip
+@router.get(
+    "/v1/screenshots/{sha256}",
+    tags=["trajectories"],
+    response_class=FileResponse,
+    responses={200: {"content": {"image/png": {}}}, 404: {"description": "Unknown or expired."}},
+)
 async def screenshot_file(sha256: str, state: StateDep, key: AgentKey) -> FileResponse:
     if not re.fullmatch(r"[0-9a-f]{64}", sha256):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such screenshot")

@@ -36,9 +36,15 @@ async def _episode(state: StateDep, task_id: str) -> Episode:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no task {task_id}") from None
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=TaskResponse,
-             responses={200: {"model": TaskResponse, "description": "An earlier task with the same idempotency key."},
-                        429: {"description": "The queue is full; retry after the Retry-After seconds."}})  # fmt: skip
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=TaskResponse,
+    responses={
+        200: {"model": TaskResponse, "description": "An earlier task with the same idempotency key."},
+        429: {"description": "The queue is full; retry after the Retry-After seconds."},
+    },
+)
 async def create_task(
     request: TaskRequest, state: StateDep, key: AgentKey, response: Response
 ) -> TaskResponse:
@@ -47,8 +53,11 @@ async def create_task(
     except (UnknownModel, NoSuchDevice) as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     except QueueFull as exc:
-        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, "the task queue is full",
-                            headers={"Retry-After": str(exc.retry_after_s)}) from None  # fmt: skip
+        raise HTTPException(
+            status.HTTP_429_TOO_MANY_REQUESTS,
+            "the task queue is full",
+            headers={"Retry-After": str(exc.retry_after_s)},
+        ) from None
     if not created:
         response.status_code = status.HTTP_200_OK
     response.headers["Location"] = f"/v1/tasks/{episode.id}"
@@ -129,8 +138,11 @@ async def pause_task(task_id: str, state: StateDep, key: AgentKey) -> TaskRespon
     return await _task(state, await _episode(state, task_id))
 
 
-@router.post("/{task_id}/takeover", response_model=TaskResponse,
-             responses={409: {"description": "The task is not paused."}})  # fmt: skip
+@router.post(
+    "/{task_id}/takeover",
+    response_model=TaskResponse,
+    responses={409: {"description": "The task is not paused."}},
+)
 async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: AgentKey) -> TaskResponse:
     """Supply the action of the held step (device pixels) and resume; it is recorded as expert-provided.
 

@@ -20,8 +20,11 @@ from serve.validation import StrictJsonRoute
 router = APIRouter(prefix="/v1/trajectories", tags=["trajectories"], route_class=StrictJsonRoute)
 
 
-@router.get("/export", response_class=StreamingResponse,
-            responses={200: {"content": {"application/x-ndjson": {}}, "description": "Interchange JSONL."}})  # fmt: skip
+@router.get(
+    "/export",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}, "description": "Interchange JSONL."}},
+)
 async def export(
     state: StateDep,
     key: AgentKey,
@@ -36,9 +39,18 @@ async def export(
 
     def lines() -> Iterator[str]:
         for episode in episodes:
-            steps = [s.model_copy(update={"screenshot": s.screenshot.model_copy(
-                update={"uri": f"/v1/screenshots/{s.screenshot.sha256}"})}) if s.screenshot.sha256 else s
-                for s in episode.steps]  # fmt: skip
+            steps = [
+                s.model_copy(
+                    update={
+                        "screenshot": s.screenshot.model_copy(
+                            update={"uri": f"/v1/screenshots/{s.screenshot.sha256}"}
+                        )
+                    }
+                )
+                if s.screenshot.sha256
+                else s
+                for s in episode.steps
+            ]
             yield (
                 json.dumps(episode_to_record(episode.model_copy(update={"steps": steps})), ensure_ascii=False)
                 + "\n"

@@ -40,10 +40,16 @@ def _page(name: str, status_code: int = 200, **values: str) -> HTMLResponse:
     fills.update({k: html.escape(v, quote=True) for k, v in values.items()})
     for key, value in fills.items():
         body = body.replace("{{" + key + "}}", value)
-    csp = (f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; img-src 'self'; "
-           "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")  # fmt: skip
-    headers = {"Content-Security-Policy": csp, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
-               "X-Content-Type-Options": "nosniff"}  # fmt: skip
+    csp = (
+        f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; img-src 'self'; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    )
+    headers = {
+        "Content-Security-Policy": csp,
+        "Cache-Control": "no-store",
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+    }
     return HTMLResponse(body, status_code=status_code, headers=headers)
 
 

@@ -27,8 +27,17 @@ from agent.actions import (
 
 def test_the_action_space_has_the_ten_uis1_actions_in_order() -> None:
     assert ACTION_NAMES == (
-        "key", "click", "long_press", "swipe", "type", "answer", "system_button", "open", "wait", "terminate",
-    )  # fmt: skip
+        "key",
+        "click",
+        "long_press",
+        "swipe",
+        "type",
+        "answer",
+        "system_button",
+        "open",
+        "wait",
+        "terminate",
+    )
 
 
 @pytest.mark.parametrize(

@@ -139,8 +139,9 @@ def test_a_person_can_supply_the_action_of_a_step_the_policy_could_not_answer(st
         model_version = "garbled"
 
         async def predict(self, turns, *, sampling=None, model=None):  # type: ignore[no-untyped-def]
-            return PolicyResult.from_text("no action here", model_version="garbled", prompt_tokens=0,
-                                          completion_tokens=0)  # fmt: skip
+            return PolicyResult.from_text(
+                "no action here", model_version="garbled", prompt_tokens=0, completion_tokens=0
+            )
 
         async def aclose(self) -> None:
             return None
@@ -152,8 +153,13 @@ def test_a_person_can_supply_the_action_of_a_step_the_policy_could_not_answer(st
                 return Review(Verdict.REPLACE, Click(coordinate=icon.center))
             return Review()
 
-    runner = EpisodeRunner(Garbled(), _driver(fleet, sim), store, EpisodeSettings(settle_s=0.0, max_steps=5,
-                           max_parse_errors=0), reviewer=Person())  # fmt: skip
+    runner = EpisodeRunner(
+        Garbled(),
+        _driver(fleet, sim),
+        store,
+        EpisodeSettings(settle_s=0.0, max_steps=5, max_parse_errors=0),
+        reviewer=Person(),
+    )
     episode = asyncio.run(runner.run(task.goal))
     steps = store.get(episode.id).steps
     assert [s.source for s in steps] == [StepSource.HUMAN, StepSource.POLICY]

@@ -61,13 +61,23 @@ def test_own_traffic_exports_the_executed_action() -> None:
         goal="Open Clock",
         is_successful=True,
         steps=[
-            Step(index=0, screenshot=ScreenshotRef(uri="a.png"), raw_response="r", action=Click(coordinate=(10, 20)),
-                 device_action=Click(coordinate=(11, 22))),
+            Step(
+                index=0,
+                screenshot=ScreenshotRef(uri="a.png"),
+                raw_response="r",
+                action=Click(coordinate=(10, 20)),
+                device_action=Click(coordinate=(11, 22)),
+            ),
             Step(index=1, screenshot=ScreenshotRef(uri="b.png"), raw_response="garbage"),
-            Step(index=2, screenshot=ScreenshotRef(uri="c.png"), source=StepSource.HUMAN,
-                 device_action=Type(text="x"), expert=ActionLabel(action="type", text="07:30")),
+            Step(
+                index=2,
+                screenshot=ScreenshotRef(uri="c.png"),
+                source=StepSource.HUMAN,
+                device_action=Type(text="x"),
+                expert=ActionLabel(action="type", text="07:30"),
+            ),
         ],
-    )  # fmt: skip
+    )
     record = episode_to_record(episode)
     assert record == {
         "goal": "Open Clock",
@@ -87,11 +97,16 @@ def test_own_traffic_exports_the_executed_action() -> None:
         ('{"steps": []}', "missing 'goal'"),
         ('{"goal": "g", "steps": {}}', "'steps' must be a list"),
         ('{"goal": "g", "steps": [{"screenshot": "a"}]}', "needs 'screenshot' and 'action_content'"),
-        ('{"goal": "g", "steps": [{"screenshot": "a", "action_content": {"action": "fly"}}]}', "unknown action"),
-        ('{"goal": "g", "steps": [{"screenshot": "a", "action_content": {"action": "click", "coordinate": [-1, 2]}}]}',
-         "greater than or equal to 0"),
+        (
+            '{"goal": "g", "steps": [{"screenshot": "a", "action_content": {"action": "fly"}}]}',
+            "unknown action",
+        ),
+        (
+            '{"goal": "g", "steps": [{"screenshot": "a", "action_content": {"action": "click", "coordinate": [-1, 2]}}]}',
+            "greater than or equal to 0",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_corrupt_line_is_reported_with_its_number(line: str, message: str) -> None:
     good = (GOLDEN / "interchange.jsonl").read_text(encoding="utf-8").splitlines()[0]
     with pytest.raises(InterchangeError, match=message) as info:

@@ -29,10 +29,15 @@ def adapter_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     from agent.checkpoint import load_model
 
     torch.manual_seed(3)
-    model = get_peft_model(load_model(tiny_model_dir), LoraConfig(
-        r=8, lora_alpha=16, init_lora_weights=False,
-        target_modules=r".*language_model.*\.(q_proj|v_proj)",
-    ))  # fmt: skip
+    model = get_peft_model(
+        load_model(tiny_model_dir),
+        LoraConfig(
+            r=8,
+            lora_alpha=16,
+            init_lora_weights=False,
+            target_modules=r".*language_model.*\.(q_proj|v_proj)",
+        ),
+    )
     out = tmp_path_factory.mktemp("adapters") / "wifi-lora-v2"
     model.save_pretrained(out)
     return out

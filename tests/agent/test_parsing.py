@@ -78,9 +78,33 @@ def test_arbitrary_text_never_raises(text: str) -> None:
 
 
 _fragments = st.sampled_from(
-    ["<think>", "</think>", "<action>", "</action>", "{", "}", "[", "]", '"action"', ":", ",", '"click"',
-     '"coordinate"', "1", "-1", "1e999", "NaN", "null", "\\u0000", "\n", "你好", "🙂", "\x00", '"']
-)  # fmt: skip
+    [
+        "<think>",
+        "</think>",
+        "<action>",
+        "</action>",
+        "{",
+        "}",
+        "[",
+        "]",
+        '"action"',
+        ":",
+        ",",
+        '"click"',
+        '"coordinate"',
+        "1",
+        "-1",
+        "1e999",
+        "NaN",
+        "null",
+        "\\u0000",
+        "\n",
+        "你好",
+        "🙂",
+        "\x00",
+        '"',
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)

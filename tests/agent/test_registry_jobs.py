@@ -45,8 +45,12 @@ def test_promote_retires_the_replaced_version_and_rollback_rejects_the_new_one(
     assert registry.rollback(actor="key:abc", detail={"reason": "canary failed"}) == "v1"
     assert {v.name: v.state for v in registry.versions()} == {"v1": "promoted", "v2": "rejected"}
     history = [(e.event, e.actor) for e in reversed(registry.events("v2"))]
-    assert history == [("registered", "system"), ("alias:default", "scheduler"), ("promoted", "scheduler"),
-                       ("rolled_back", "key:abc")]  # fmt: skip
+    assert history == [
+        ("registered", "system"),
+        ("alias:default", "scheduler"),
+        ("promoted", "scheduler"),
+        ("rolled_back", "key:abc"),
+    ]
     assert registry.events("v2")[0].detail == {"reason": "canary failed", "restored": "v1"}
     with pytest.raises(RegistryError, match="rolled_back: canary failed"):
         registry.promote("v2", actor="cli:ops")

@@ -7,17 +7,27 @@ from agent.settings import AgentSettings, describe, markdown_table, unknown_vari
 
 def test_variables_are_the_leaves_and_groups_of_the_tree() -> None:
     names = variable_names(AgentSettings)
-    assert {"UIS1_POLICY__BASE_URL", "UIS1_EPISODE__SAMPLING__TEMPERATURE", "UIS1_EPISODE__SAMPLING",
-            "UIS1_STORE", "UIS1_ADB_SERVER"} <= names  # fmt: skip
+    assert {
+        "UIS1_POLICY__BASE_URL",
+        "UIS1_EPISODE__SAMPLING__TEMPERATURE",
+        "UIS1_EPISODE__SAMPLING",
+        "UIS1_STORE",
+        "UIS1_ADB_SERVER",
+    } <= names
     leaves = [doc.env for doc in describe(AgentSettings)]
     assert len(leaves) == len(set(leaves))
     assert "UIS1_EPISODE__SAMPLING" not in leaves
 
 
 def test_a_misspelt_variable_is_reported_with_the_name_it_likely_meant() -> None:
-    environ = {"UIS1_POLICY_BASE_URL": "http://vllm:8000", "UIS1_POLICY__BASE_URL": "http://vllm:8000",
-               "UIS1_EPISODE__MAXSTEPS": "5", "UIS1_BANANA": "1", "UIS1_TEST_POSTGRES_URL": "x",
-               "PATH": "/bin"}  # fmt: skip
+    environ = {
+        "UIS1_POLICY_BASE_URL": "http://vllm:8000",
+        "UIS1_POLICY__BASE_URL": "http://vllm:8000",
+        "UIS1_EPISODE__MAXSTEPS": "5",
+        "UIS1_BANANA": "1",
+        "UIS1_TEST_POSTGRES_URL": "x",
+        "PATH": "/bin",
+    }
     assert unknown_variables(AgentSettings, environ) == {
         "UIS1_POLICY_BASE_URL": "UIS1_POLICY__BASE_URL",
         "UIS1_EPISODE__MAXSTEPS": "UIS1_EPISODE__MAX_STEPS",

@@ -13,14 +13,34 @@ from agent.trajectory import DeviceRef, Episode, EpisodeStatus, Step, utcnow
 GOLDEN = Path(__file__).parent / "golden" / "interchange.jsonl"
 
 
-def _episode(store: TrajectoryStore, *, serial: str = "s1", version: str = "v1", status=EpisodeStatus.SUCCEEDED,
-             png: bytes = b"\x89PNG fake-1", age_days: float = 0, labels=None) -> Episode:  # type: ignore[no-untyped-def]  # fmt: skip
+def _episode(
+    store: TrajectoryStore,
+    *,
+    serial: str = "s1",
+    version: str = "v1",
+    status=EpisodeStatus.SUCCEEDED,
+    png: bytes = b"\x89PNG fake-1",
+    age_days: float = 0,
+    labels=None,
+) -> Episode:  # type: ignore[no-untyped-def]
     ref = store.screenshots.put(png, 1080, 2400)
-    step = Step(index=0, screenshot=ref, raw_response="r", action=Click(coordinate=(1, 2)),
-                device_action=Click(coordinate=(1, 2)), model_version=version)  # fmt: skip
-    episode = Episode(goal=f"goal {serial} {version}", device=DeviceRef(serial=serial), model_version=version,
-                      status=status, created_at=utcnow() - timedelta(days=age_days), labels=labels or {},
-                      steps=[step])  # fmt: skip
+    step = Step(
+        index=0,
+        screenshot=ref,
+        raw_response="r",
+        action=Click(coordinate=(1, 2)),
+        device_action=Click(coordinate=(1, 2)),
+        model_version=version,
+    )
+    episode = Episode(
+        goal=f"goal {serial} {version}",
+        device=DeviceRef(serial=serial),
+        model_version=version,
+        status=status,
+        created_at=utcnow() - timedelta(days=age_days),
+        labels=labels or {},
+        steps=[step],
+    )
     store.save(episode)
     return episode
 

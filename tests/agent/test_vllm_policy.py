@@ -39,8 +39,12 @@ def _turns(shade: int = 30):  # type: ignore[no-untyped-def]
 
 
 def _policy(vllm, local, **kw) -> VllmPolicy:  # type: ignore[no-untyped-def]
-    settings = VllmSettings(base_url=vllm["base_url"], model=vllm["model"],
-                            suppress_token_ids=tuple(vision_token_ids(local.processor.tokenizer)), **kw)  # fmt: skip
+    settings = VllmSettings(
+        base_url=vllm["base_url"],
+        model=vllm["model"],
+        suppress_token_ids=tuple(vision_token_ids(local.processor.tokenizer)),
+        **kw,
+    )
     return VllmPolicy(settings, prompt=PROMPT, sampling=SAMPLING)
 
 
@@ -144,8 +148,14 @@ def test_a_killed_server_gives_policy_unavailable_and_ends_the_episode(
             os.killpg(vllm["proc"].pid, signal.SIGKILL)
             vllm["proc"].wait(30)
 
-    runner = EpisodeRunner(remote, driver, store, EpisodeSettings(settle_s=0, max_parse_errors=5),
-                           prompt=PROMPT, on_step=kill_after_first)  # fmt: skip
+    runner = EpisodeRunner(
+        remote,
+        driver,
+        store,
+        EpisodeSettings(settle_s=0, max_parse_errors=5),
+        prompt=PROMPT,
+        on_step=kill_after_first,
+    )
     episode = asyncio.run(runner.run("Turn on Wi-Fi"))
     assert episode.status is EpisodeStatus.ERROR
     assert episode.error is not None

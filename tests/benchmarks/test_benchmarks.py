@@ -21,8 +21,14 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def _run(script: str, *args: str, timeout: float = 600) -> str:
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args], cwd=REPO,
-                            capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 
@@ -62,8 +68,22 @@ def test_screens(tmp_path: Path) -> None:
 
 
 def test_service_overhead() -> None:
-    output = _run("service_overhead.py", "--episodes", "1,3", "--steps", "3", "--policy-latency", "0.05",
-                  "--width", "540", "--height", "1200", "--image-transport", "original", "--json")  # fmt: skip
+    output = _run(
+        "service_overhead.py",
+        "--episodes",
+        "1,3",
+        "--steps",
+        "3",
+        "--policy-latency",
+        "0.05",
+        "--width",
+        "540",
+        "--height",
+        "1200",
+        "--image-transport",
+        "original",
+        "--json",
+    )
     report = _json_tail(output)
     assert [r["episodes"] for r in report["rounds"]] == [1, 3]
     for result in report["rounds"]:
@@ -76,8 +96,22 @@ def test_service_overhead() -> None:
 def test_train_step(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "train.json"
-    _run("train_step.py", "--steps", "2", "--tasks", "wifi_on", "--tasks-per-step", "1", "--n", "2",
-         "--max-new-tokens", "8", "--quiet", "--json", str(out))  # fmt: skip
+    _run(
+        "train_step.py",
+        "--steps",
+        "2",
+        "--tasks",
+        "wifi_on",
+        "--tasks-per-step",
+        "1",
+        "--n",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--quiet",
+        "--json",
+        str(out),
+    )
     results = json.loads(out.read_text())
     assert len(results["tiny/torch"]["steps"]) == 2
     assert results["tiny/torch"]["mean"]["steps_per_s"] > 0
@@ -86,8 +120,23 @@ def test_train_step(tmp_path: Path) -> None:
 def test_train_step_against_trl(tmp_path: Path) -> None:
     pytest.importorskip("trl")
     out = tmp_path / "trl.json"
-    output = _run("train_step.py", "--trl", "--steps", "2", "--tasks", "wifi_on", "--tasks-per-step", "1",
-                  "--n", "2", "--max-new-tokens", "8", "--quiet", "--json", str(out))  # fmt: skip
+    output = _run(
+        "train_step.py",
+        "--trl",
+        "--steps",
+        "2",
+        "--tasks",
+        "wifi_on",
+        "--tasks-per-step",
+        "1",
+        "--n",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--quiet",
+        "--json",
+        str(out),
+    )
     assert "TRL GRPOTrainer" in output
     pair = json.loads(out.read_text())["tiny/single_turn"]
     # The same work both ways: 4 prompts (the steps of wifi_on) x 2 samples per step.
@@ -140,8 +189,9 @@ def test_learning(tmp_path: Path) -> None:
 def test_hotswap(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "hotswap.json"
-    output = _run("hotswap.py", "--clients", "2", "--warmup-s", "1", "--settle-s", "1", "--json", str(out),
-                  timeout=850)  # fmt: skip
+    output = _run(
+        "hotswap.py", "--clients", "2", "--warmup-s", "1", "--settle-s", "1", "--json", str(out), timeout=850
+    )
     results = json.loads(out.read_text())
     assert {r.get("path") for r in results} >= {"adapter", "in_place"}
     assert results[-1]["requests"] > 0

@@ -44,8 +44,21 @@ def test_the_api_install_serves_without_torch(tmp_path: Path, adb_server, fleet)
         copy = shutil.copytree if (REPO / source).is_dir() else shutil.copy2
         copy(REPO / source, context / source)
     wheels = tmp_path / "wheels"
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
-                    str(wheels), str(context)], check=True, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--wheel-dir",
+            str(wheels),
+            str(context),
+        ],
+        check=True,
+        timeout=300,
+    )
     subprocess.run([*pip, "--no-deps", *map(str, wheels.glob("*.whl"))], check=True, timeout=300)
     uis1 = str(venv / "bin" / "uis1")
     missing = subprocess.run(
@@ -60,10 +73,17 @@ def test_the_api_install_serves_without_torch(tmp_path: Path, adb_server, fleet)
     keys.write_text(line)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("UIS1_")}
-    env.update({"UIS1_STORE__URL": f"sqlite:///{tmp_path / 'store.db'}",
-                "UIS1_STORE__SCREENSHOT_DIR": str(tmp_path / "shots"), "UIS1_PORT": str(port),
-                "UIS1_ADB_SERVERS": f'["127.0.0.1:{adb_server.port}"]', "UIS1_API_KEYS_FILE": str(keys),
-                "UIS1_READINESS_CHECKS": '["database", "device"]', "UIS1_POLICY__BASE_URL": "http://127.0.0.1:9"})  # fmt: skip
+    env.update(
+        {
+            "UIS1_STORE__URL": f"sqlite:///{tmp_path / 'store.db'}",
+            "UIS1_STORE__SCREENSHOT_DIR": str(tmp_path / "shots"),
+            "UIS1_PORT": str(port),
+            "UIS1_ADB_SERVERS": f'["127.0.0.1:{adb_server.port}"]',
+            "UIS1_API_KEYS_FILE": str(keys),
+            "UIS1_READINESS_CHECKS": '["database", "device"]',
+            "UIS1_POLICY__BASE_URL": "http://127.0.0.1:9",
+        }
+    )
     assert subprocess.run([uis1, "settings"], env=env, capture_output=True, check=False).returncode == 0
     assert subprocess.run([uis1, "healthcheck"], env=env, capture_output=True, check=False).returncode == 1
     server = subprocess.Popen(

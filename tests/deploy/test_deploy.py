@@ -51,8 +51,12 @@ def _stages() -> dict[str, list[str]]:
 
 
 def test_the_dockerfile_passes_hadolint() -> None:
-    result = subprocess.run([_tool("hadolint"), "--no-color", str(REPO / "Dockerfile")], capture_output=True,
-                            text=True, check=False)  # fmt: skip
+    result = subprocess.run(
+        [_tool("hadolint"), "--no-color", str(REPO / "Dockerfile")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -89,8 +93,11 @@ def _ignored(path: str, patterns: list[str]) -> bool:
 
 
 def test_every_file_the_images_copy_exists_and_passes_the_dockerignore() -> None:
-    patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]  # fmt: skip
+    patterns = [
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     sources = [
         source
         for lines in _stages().values()
@@ -153,8 +160,12 @@ def compose() -> dict[str, Any]:
 
 
 def test_the_compose_file_matches_the_compose_spec() -> None:
-    result = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec",
-                             str(REPO / "compose.yaml")], capture_output=True, text=True, check=False)  # fmt: skip
+    result = subprocess.run(
+        [_tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(REPO / "compose.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -227,14 +238,22 @@ def test_every_manifest_matches_the_kubernetes_schema(tmp_path: Path) -> None:
     paths = _manifests()
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     assert sorted(kustomization["resources"]) == sorted(f"k8s/{p.name}" for p in paths)
-    result = subprocess.run([_tool("kubernetes-validate"), "--strict", *map(str, paths)], capture_output=True,
-                            text=True, check=False)  # fmt: skip
+    result = subprocess.run(
+        [_tool("kubernetes-validate"), "--strict", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {portz: []}\n")
     # The validator does reject what the schema forbids.
-    assert subprocess.run([_tool("kubernetes-validate"), "--strict", "--quiet", str(bad)],
-                          capture_output=True, check=False).returncode != 0  # fmt: skip
+    assert (
+        subprocess.run(
+            [_tool("kubernetes-validate"), "--strict", "--quiet", str(bad)], capture_output=True, check=False
+        ).returncode
+        != 0
+    )
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) is not installed")
@@ -249,16 +268,20 @@ def test_the_kustomization_renders_and_every_rendered_object_validates(tmp_path:
     assert rendered.returncode == 0, rendered.stderr
     out = tmp_path / "rendered.yaml"
     out.write_text(rendered.stdout)
-    result = subprocess.run([_tool("kubernetes-validate"), "--strict", str(out)], capture_output=True, text=True,
-                            check=False)  # fmt: skip
+    result = subprocess.run(
+        [_tool("kubernetes-validate"), "--strict", str(out)], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
     assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} == {"uis1"}
     secret = next(d for d in docs if d["kind"] == "Secret")
     assert set(secret["data"]) == {"api-keys", "database-url", "postgres-password"}
     cronjob = next(d for d in docs if d["kind"] == "CronJob")
-    config_volume = next(v for v in cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
-                         if v["name"] == "config")  # fmt: skip
+    config_volume = next(
+        v
+        for v in cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
+        if v["name"] == "config"
+    )
     config_map = next(d for d in docs if d["kind"] == "ConfigMap")
     assert config_volume["configMap"]["name"] == config_map["metadata"]["name"]  # the generated name
     assert yaml.safe_load(config_map["data"]["retrain.yaml"]) == yaml.safe_load(
@@ -292,8 +315,11 @@ def test_network_policies_let_only_the_api_reach_vllm_adb_and_postgres() -> None
     assert default_deny
     assert default_deny[0]["spec"]["policyTypes"] == ["Ingress"]
     assert "ingress" not in default_deny[0]["spec"]
-    for target, port, allowed in (("uis1-vllm", 8000, {"uis1-api"}), ("uis1-adb", 5037, {"uis1-api"}),
-                                  ("uis1-postgres", 5432, {"uis1-api", "uis1-retrain"})):  # fmt: skip
+    for target, port, allowed in (
+        ("uis1-vllm", 8000, {"uis1-api"}),
+        ("uis1-adb", 5037, {"uis1-api"}),
+        ("uis1-postgres", 5432, {"uis1-api", "uis1-retrain"}),
+    ):
         rules = [
             rule for p in policies if _selected(p, pods[target]) for rule in p["spec"].get("ingress", [])
         ]
@@ -301,8 +327,9 @@ def test_network_policies_let_only_the_api_reach_vllm_adb_and_postgres() -> None
         for rule in rules:
             assert rule.get("from"), f"{target}: a rule without `from` admits everyone"
             assert [p["port"] for p in rule["ports"]] == [port]
-            sources = {name for name, labels in pods.items()
-                       for peer in rule["from"] if labels_match(peer, labels)}  # fmt: skip
+            sources = {
+                name for name, labels in pods.items() for peer in rule["from"] if labels_match(peer, labels)
+            }
             assert sources == allowed, target
     api_rules = [rule for p in policies if _selected(p, api) for rule in p["spec"].get("ingress", [])]
     assert [[p["port"] for p in rule["ports"]] for rule in api_rules] == [[8080]]
@@ -343,8 +370,12 @@ def _deploy_env() -> list[tuple[str, str, str]]:
                 continue
             for var in container.get("env", []):
                 ref = var.get("valueFrom", {})
-                value = var.get("value") or samples[ref.get("secretKeyRef", {}).get("key") or
-                                                    ref.get("fieldRef", {}).get("fieldPath")]  # fmt: skip
+                value = (
+                    var.get("value")
+                    or samples[
+                        ref.get("secretKeyRef", {}).get("key") or ref.get("fieldRef", {}).get("fieldPath")
+                    ]
+                )
                 found.append((f"k8s {name}", var["name"], value))
     raw = yaml.safe_load((REPO / "compose.yaml").read_text())
     services = _interpolate(raw, {**_env_example(), "POSTGRES_PASSWORD": "pw"})["services"]
@@ -370,8 +401,16 @@ def test_every_variable_the_deployment_sets_is_a_setting_and_its_value_is_valid(
             assert var in known, f"{where}: {var} is not a setting (it would be ignored)"
             by_place.setdefault(where.split(" ")[0] + " " + where.split(" ")[-1], {})[var] = value
         else:
-            assert var in {"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PIP_NO_CACHE_DIR", "PATH", "HOME",
-                           "PIP_DISABLE_PIP_VERSION_CHECK", "HF_HOME", "TRITON_CACHE_DIR"}, (where, var)  # fmt: skip
+            assert var in {
+                "PYTHONDONTWRITEBYTECODE",
+                "PYTHONUNBUFFERED",
+                "PIP_NO_CACHE_DIR",
+                "PATH",
+                "HOME",
+                "PIP_DISABLE_PIP_VERSION_CHECK",
+                "HF_HOME",
+                "TRITON_CACHE_DIR",
+            }, (where, var)
     assert {"k8s uis1-api", "k8s uis1-retrain", "compose api", "compose scheduler"} <= set(by_place)
     for where, variables in by_place.items():
         for name in [n for n in os.environ if n.startswith("UIS1_")]:

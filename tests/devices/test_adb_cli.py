@@ -10,8 +10,13 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def adb(adb_server, *args: str, **kw) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def,type-arg]
-    return subprocess.run([adb_server.adb, "-P", str(adb_server.port), *args], capture_output=True, timeout=30,
-                          check=False, **kw)  # fmt: skip
+    return subprocess.run(
+        [adb_server.adb, "-P", str(adb_server.port), *args],
+        capture_output=True,
+        timeout=30,
+        check=False,
+        **kw,
+    )
 
 
 def test_devices_lists_the_phone(adb_server, sim) -> None:  # type: ignore[no-untyped-def]

@@ -21,8 +21,9 @@ class FakeClock:
 
 
 def make_pool(adb_server, clock=None, **kw) -> DevicePool:  # type: ignore[no-untyped-def]
-    settings = PoolSettings(servers=[f"127.0.0.1:{adb_server.port}"], health_timeout_s=2.0,
-                            reconnect_backoff_s=(0.0,), **kw)  # fmt: skip
+    settings = PoolSettings(
+        servers=[f"127.0.0.1:{adb_server.port}"], health_timeout_s=2.0, reconnect_backoff_s=(0.0,), **kw
+    )
     return DevicePool(settings, clock=clock) if clock else DevicePool(settings)
 
 

@@ -67,8 +67,12 @@ def test_unicode_is_not_for_input_text_and_goes_by_base64_broadcast() -> None:
 def test_newlines_and_tabs_become_key_events() -> None:
     pieces = input_text_pieces("a b\nc\td")
     assert [p.command() for p in pieces] == [
-        "input text a%sb", "input keyevent 66", "input text c", "input keyevent 61", "input text d",
-    ]  # fmt: skip
+        "input text a%sb",
+        "input keyevent 66",
+        "input text c",
+        "input keyevent 61",
+        "input text d",
+    ]
 
 
 def test_quote_keeps_every_argument_one_literal_word() -> None:

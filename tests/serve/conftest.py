@@ -44,8 +44,9 @@ class ScriptedPolicy:
         self.calls += 1
         self.asked.append(model)
         index = sum(1 for t in turns if t.role == "assistant")
-        self.systems.append(next(p.text for t in turns if t.role == "system" for p in t.parts
-                                 if isinstance(p, TextPart)))  # fmt: skip
+        self.systems.append(
+            next(p.text for t in turns if t.role == "system" for p in t.parts if isinstance(p, TextPart))
+        )
         first_user = next(t for t in turns if t.role == "user")
         goal = next(p.text for p in first_user.parts if isinstance(p, TextPart))
         await asyncio.sleep(self.delay_s)
@@ -92,8 +93,9 @@ def _free_port() -> int:
 
 def start_service(settings: ServeSettings, policy: ScriptedPolicy | None, keys: tuple[str, str]) -> Service:
     port = _free_port()
-    config = uvicorn.Config(create_app(settings, policy=policy), host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="on")  # fmt: skip
+    config = uvicorn.Config(
+        create_app(settings, policy=policy), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -118,8 +120,11 @@ def make_service(tmp_path: Path, adb_server, fleet) -> Iterator:  # type: ignore
 
     def make(scripted: ScriptedPolicy | None = None, *, own_policy: bool = False, **overrides) -> Service:  # type: ignore[no-untyped-def]
         """A running service; ``own_policy`` lets the app build its policy from the settings."""
-        defaults = {"store": store, "adb_servers": [f"127.0.0.1:{adb_server.port}"],
-                    "episode": EpisodeSettings(settle_s=0.0, max_steps=20)}  # fmt: skip
+        defaults = {
+            "store": store,
+            "adb_servers": [f"127.0.0.1:{adb_server.port}"],
+            "episode": EpisodeSettings(settle_s=0.0, max_steps=20),
+        }
         settings = ServeSettings(**{**defaults, **overrides})
         if not keys_made:
             from agent.store import make_engine

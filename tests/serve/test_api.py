@@ -27,8 +27,14 @@ def wait_finished(client: httpx.Client, task_id: str, timeout: float = 60) -> di
 OPEN = {("GET", "/healthz"), ("GET", "/readyz")}
 SIGN_IN = ("POST", "/v1/session")  # takes the key in its body
 JSON = {"Content-Type": "application/json"}
-ADMIN = {("POST", "/v1/devices/connect"), ("POST", "/v1/devices/{serial}/release"), ("POST", "/v1/models"),
-         ("POST", "/v1/models/promote"), ("POST", "/v1/models/rollback"), ("POST", "/v1/jobs")}  # fmt: skip
+ADMIN = {
+    ("POST", "/v1/devices/connect"),
+    ("POST", "/v1/devices/{serial}/release"),
+    ("POST", "/v1/models"),
+    ("POST", "/v1/models/promote"),
+    ("POST", "/v1/models/rollback"),
+    ("POST", "/v1/jobs"),
+}
 
 
 def _routes(service) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
@@ -189,9 +195,16 @@ def test_metrics_expose_tasks_queue_latency_devices_and_model(make_service) -> N
     task_id = client.post("/v1/tasks", json={"goal": "measure me"}).json()["id"]
     wait_finished(client, task_id)
     text = client.get("/metrics").text
-    for name in ("uis1_tasks_total", "uis1_queue_depth", 'uis1_step_seconds_bucket{le="0.01",phase="policy"}',
-                 'phase="device"', 'phase="overhead"', "uis1_parse_errors_total", 'uis1_devices{state="device"}',
-                 'uis1_model_info{version="scripted-v1"}'):  # fmt: skip
+    for name in (
+        "uis1_tasks_total",
+        "uis1_queue_depth",
+        'uis1_step_seconds_bucket{le="0.01",phase="policy"}',
+        'phase="device"',
+        'phase="overhead"',
+        "uis1_parse_errors_total",
+        'uis1_devices{state="device"}',
+        'uis1_model_info{version="scripted-v1"}',
+    ):
         assert name in text, name
     # The relay of vLLM's own metrics says plainly when no engine answers (nothing listens here).
     relayed = client.get("/metrics/vllm")
@@ -211,8 +224,11 @@ def test_readiness_requires_only_the_configured_checks(make_service) -> None:  #
     lenient = make_service(own_policy=True, policy=down, readiness_checks=["database"])
     body = lenient.client().get("/readyz")
     assert body.status_code == 200, body.text
-    assert body.json() == {"ready": True, "checks": {"database": True, "policy": False, "device": True},
-                           "required": ["database"]}  # fmt: skip
+    assert body.json() == {
+        "ready": True,
+        "checks": {"database": True, "policy": False, "device": True},
+        "required": ["database"],
+    }
 
 
 def test_takeover_records_the_supplied_step_as_expert(make_service) -> None:  # type: ignore[no-untyped-def]
@@ -328,8 +344,11 @@ def test_sensitive_actions_wait_for_a_persons_approval_and_the_decision_is_recor
         {"index": 2, "reason": "terminate needs approval", "proposed_action": held["proposed_action"]}
     ]
     steps = client.get(f"/v1/trajectories/{task_id}").json()["steps"]
-    assert [s["review"] for s in steps] == [None, None, {"approval": "terminate needs approval",
-                                                          "decision": "approved"}]  # fmt: skip
+    assert [s["review"] for s in steps] == [
+        None,
+        None,
+        {"approval": "terminate needs approval", "decision": "approved"},
+    ]
 
     # Every step, and the person supplies one instead.
     body = {"goal": "every step #steps=5", "max_steps": 10, "approval": {"every_step": True}}

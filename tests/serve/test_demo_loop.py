@@ -16,9 +16,14 @@ def test_the_loop_demo_turns_a_corrected_failure_into_a_success(tmp_path: Path) 
     from serve.demo_loop import LoopSetting, run_loop
 
     setting = LoopSetting(
-        known=("wifi_on",), new=("bluetooth_on",), starter_seeds=tuple(range(100, 108)), starter_steps=200,
-        held_out_seeds=(1,), gate_seeds=(1000,), retrain_steps=100,
-    )  # fmt: skip
+        known=("wifi_on",),
+        new=("bluetooth_on",),
+        starter_seeds=tuple(range(100, 108)),
+        starter_steps=200,
+        held_out_seeds=(1,),
+        gate_seeds=(1000,),
+        retrain_steps=100,
+    )
     result = run_loop(setting, data_dir=tmp_path / "demo", cache=tmp_path / "cache", quiet=True)
 
     corrected = [r for r in result.rows if r.corrected]

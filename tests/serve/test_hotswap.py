@@ -41,12 +41,24 @@ def adapters(sft_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     from train.checkpoints import merge_adapter
 
     root = tmp_path_factory.mktemp("adapters")
-    config = write_config(root / "lora.yaml", {
-        "model": str(sft_checkpoint), "output_dir": "run", "resize": RESIZE,
-        "data": {"sources": [{"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"]}], "val_fraction": 0.0},
-        "learner": {"lora": {"rank": 8, "alpha": 16}}, "optim": {"lr": 3e-3}, "batch_size": 8, "epochs": 50,
-        "max_steps": 30, "save_every": 30,
-    })  # fmt: skip
+    config = write_config(
+        root / "lora.yaml",
+        {
+            "model": str(sft_checkpoint),
+            "output_dir": "run",
+            "resize": RESIZE,
+            "data": {
+                "sources": [{"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"]}],
+                "val_fraction": 0.0,
+            },
+            "learner": {"lora": {"rank": 8, "alpha": 16}},
+            "optim": {"lr": 3e-3},
+            "batch_size": 8,
+            "epochs": 50,
+            "max_steps": 30,
+            "save_every": 30,
+        },
+    )
     uis1("train", "sft", "--config", str(config), "--quiet")
     good = root / "run" / "checkpoints" / "step-000030"
     broken = root / "broken"
@@ -55,8 +67,10 @@ def adapters(sft_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     shutil.copytree(good, broken)
     weights = load_file(broken / "adapter_model.safetensors")
     generator = torch.Generator().manual_seed(0)
-    save_file({k: torch.randn(v.shape, generator=generator) * 50 for k, v in weights.items()},
-              broken / "adapter_model.safetensors")  # fmt: skip
+    save_file(
+        {k: torch.randn(v.shape, generator=generator) * 50 for k, v in weights.items()},
+        broken / "adapter_model.safetensors",
+    )
     merged = merge_adapter(good, root / "merged")
     return {"good": good, "broken": broken, "merged": merged}
 
@@ -73,8 +87,12 @@ def greedy(base_url: str, model: str, goal: str) -> str:
     from serve.swap import canary_turns
 
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
-    body = {"model": model, "messages": to_openai_messages(canary_turns(goal, prompt), prompt),
-            "temperature": 0.0, "max_tokens": 96}  # fmt: skip
+    body = {
+        "model": model,
+        "messages": to_openai_messages(canary_turns(goal, prompt), prompt),
+        "temperature": 0.0,
+        "max_tokens": 96,
+    }
     response = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=120)
     response.raise_for_status()
     return str(response.json()["choices"][0]["message"]["content"])
@@ -99,19 +117,31 @@ def test_swaps_under_load_canaries_and_rollbacks_on_the_real_vllm_server(  # typ
         fleet.add()
     suppress = tuple(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
     service = make_service(
-        own_policy=True, resize=ResizeSettings(**RESIZE),
-        policy=VllmSettings(base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120),
-        swap=SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, hold_grace_s=1.0, auto_promote=False),
+        own_policy=True,
+        resize=ResizeSettings(**RESIZE),
+        policy=VllmSettings(
+            base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120
+        ),
+        swap=SwapSettings(
+            canary_goal="Turn on Wi-Fi", canary_max_tokens=96, hold_grace_s=1.0, auto_promote=False
+        ),
         # Slow steps (2 s for the screen to settle) keep the 8 episodes running across the swap.
         episode=EpisodeSettings(settle_s=2.0, max_steps=8, sampling={"max_tokens": 96}),
-    )  # fmt: skip
+    )
     admin, agent = service.client(service.admin), service.client(service.agent)
-    for body in ({"name": "sft", "served_name": SERVED, "base": str(sft_checkpoint), "kind": "base"},
-                 {"name": "lora-good", "base": str(sft_checkpoint), "adapter": str(adapters["good"]), "parent": "sft"},
-                 {"name": "lora-broken", "base": str(sft_checkpoint), "adapter": str(adapters["broken"])},
-                 {"name": "full-merged", "served_name": SERVED, "base": str(adapters["merged"]), "kind": "full",
-                  "parent": "lora-good"},
-                 {"name": "full-broken", "served_name": SERVED, "base": str(tiny_model_dir), "kind": "full"}):  # fmt: skip
+    for body in (
+        {"name": "sft", "served_name": SERVED, "base": str(sft_checkpoint), "kind": "base"},
+        {"name": "lora-good", "base": str(sft_checkpoint), "adapter": str(adapters["good"]), "parent": "sft"},
+        {"name": "lora-broken", "base": str(sft_checkpoint), "adapter": str(adapters["broken"])},
+        {
+            "name": "full-merged",
+            "served_name": SERVED,
+            "base": str(adapters["merged"]),
+            "kind": "full",
+            "parent": "lora-good",
+        },
+        {"name": "full-broken", "served_name": SERVED, "base": str(tiny_model_dir), "kind": "full"},
+    ):
         assert admin.post("/v1/models", json=body).status_code == 201, body
     assert admin.post("/v1/models/promote", json={"version": "sft"}).json()["default"] == "sft"
     before = greedy(vllm["base_url"], SERVED, "Turn off Wi-Fi")
@@ -119,8 +149,10 @@ def test_swaps_under_load_canaries_and_rollbacks_on_the_real_vllm_server(  # typ
     def submit(count: int) -> list[str]:
         ids = []
         for k in range(count):
-            response = agent.post("/v1/tasks", json={"goal": GOALS[k % len(GOALS)],
-                                                     "device": {"serial": fleet.devices[k].serial}})  # fmt: skip
+            response = agent.post(
+                "/v1/tasks",
+                json={"goal": GOALS[k % len(GOALS)], "device": {"serial": fleet.devices[k].serial}},
+            )
             assert response.status_code == 202, response.text
             ids.append(response.json()["id"])
         return ids
@@ -139,14 +171,20 @@ def test_swaps_under_load_canaries_and_rollbacks_on_the_real_vllm_server(  # typ
     def retries() -> float:
         """Policy requests sent again so far (the service's own counter)."""
         text = admin.get("/metrics").text
-        return sum(float(line.split()[-1]) for line in text.splitlines()
-                   if line.startswith("uis1_policy_retries_total"))  # fmt: skip
+        return sum(
+            float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith("uis1_policy_retries_total")
+        )
 
     # -- an adapter swapped in while 8 episodes run -------------------------------------------------
     retried_before = retries()
     running = submit(8)
-    wait_until(lambda: all(task(i)["status"] == "running" and task(i)["steps"] >= 1 for i in running), 300,
-               "8 running episodes")  # fmt: skip
+    wait_until(
+        lambda: all(task(i)["status"] == "running" and task(i)["steps"] >= 1 for i in running),
+        300,
+        "8 running episodes",
+    )
     swap_started = time.time()
     promoted = admin.post("/v1/models/promote", json={"version": "lora-good"}, timeout=300)
     swap_done = time.time()
@@ -230,24 +268,42 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
     from serve.scheduler import SchedulerSettings
 
     store_dir = tmp_path / "retrain"
-    config = write_config(tmp_path / "retrain.yaml", {
-        "work_dir": str(store_dir), "served_name": SERVED, "version_prefix": "nightly", "min_new_episodes": 0,
-        "curation": {"holdout_fraction": 0.0}, "stages": ["sft"], "resize": RESIZE,
-        # A gentle step on the data the engine's model was trained on: new weights, still sane answers.
-        "extra_sources": [{"kind": "sim", "tasks": ["wifi_on", "bluetooth_on", "airplane_mode_on"]}],
-        "sft": {"max_steps": 4, "batch_size": 4, "optim": {"lr": 3e-4}, "save_every": 4, "epochs": 10},
-        "evaluation": {"holdout": False, "max_new_tokens": 72,
-                       "online": {"tasks": ["wifi_on"], "max_steps": 2, "max_new_tokens": 72}},
-    })  # fmt: skip
+    config = write_config(
+        tmp_path / "retrain.yaml",
+        {
+            "work_dir": str(store_dir),
+            "served_name": SERVED,
+            "version_prefix": "nightly",
+            "min_new_episodes": 0,
+            "curation": {"holdout_fraction": 0.0},
+            "stages": ["sft"],
+            "resize": RESIZE,
+            # A gentle step on the data the engine's model was trained on: new weights, still sane answers.
+            "extra_sources": [{"kind": "sim", "tasks": ["wifi_on", "bluetooth_on", "airplane_mode_on"]}],
+            "sft": {"max_steps": 4, "batch_size": 4, "optim": {"lr": 3e-4}, "save_every": 4, "epochs": 10},
+            "evaluation": {
+                "holdout": False,
+                "max_new_tokens": 72,
+                "online": {"tasks": ["wifi_on"], "max_steps": 2, "max_new_tokens": 72},
+            },
+        },
+    )
     suppress = tuple(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
     service = make_service(
-        own_policy=True, resize=ResizeSettings(**RESIZE),
-        policy=VllmSettings(base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120),
-        swap=SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, hold_grace_s=1.0,
-                          gate=GateSettings(sop_score_tolerance=1.0, sop_tsr_tolerance=1.0, online_tolerance=1.0)),
+        own_policy=True,
+        resize=ResizeSettings(**RESIZE),
+        policy=VllmSettings(
+            base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120
+        ),
+        swap=SwapSettings(
+            canary_goal="Turn on Wi-Fi",
+            canary_max_tokens=96,
+            hold_grace_s=1.0,
+            gate=GateSettings(sop_score_tolerance=1.0, sop_tsr_tolerance=1.0, online_tolerance=1.0),
+        ),
         scheduler=SchedulerSettings(retrain_config=config),
         episode=EpisodeSettings(settle_s=0.5, max_steps=6, sampling={"max_tokens": 96}),
-    )  # fmt: skip
+    )
     while len(fleet.devices) < 8:
         fleet.add()
     # The retraining job reads the service's own store.
@@ -258,8 +314,9 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
     }
     write_config(config, body)
     admin, agent = service.client(service.admin), service.client(service.agent)
-    registered = admin.post("/v1/models", json={"name": "sft", "served_name": SERVED, "base": str(sft_checkpoint),
-                                                "kind": "base"})  # fmt: skip
+    registered = admin.post(
+        "/v1/models", json={"name": "sft", "served_name": SERVED, "base": str(sft_checkpoint), "kind": "base"}
+    )
     assert registered.status_code in (201, 409)  # 409: the module's first test registered it in its own store
     assert admin.post("/v1/models/promote", json={"version": "sft"}).json()["default"] == "sft"
 
@@ -271,13 +328,18 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
         task_id = agent.post(
             "/v1/tasks", json={"goal": task.goal, "device": {"serial": device.serial}}
         ).json()["id"]
-        wait_until(lambda i=task_id: agent.get(f"/v1/tasks/{i}").json()["status"] not in ("pending", "running"),
-                   300, "a task")  # fmt: skip
+        wait_until(
+            lambda i=task_id: agent.get(f"/v1/tasks/{i}").json()["status"] not in ("pending", "running"),
+            300,
+            "a task",
+        )
         answer = agent.get(f"/v1/tasks/{task_id}").json()["answer"]
         ok = task.is_successful(device.phone, Outcome(answer=answer))
         successes += ok
-        feedback = agent.post(f"/v1/tasks/{task_id}/feedback",
-                              json={"outcome": "success" if ok else "failure", "source": "checker"})  # fmt: skip
+        feedback = agent.post(
+            f"/v1/tasks/{task_id}/feedback",
+            json={"outcome": "success" if ok else "failure", "source": "checker"},
+        )
         assert feedback.status_code == 200
 
     before = logprob(vllm["base_url"], SERVED)
@@ -286,9 +348,14 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
     job = admin.post("/v1/jobs", json={})
     assert job.status_code == 202, job.text
     job_id = job.json()["id"]
-    done = wait_until(lambda: (j := agent.get(f"/v1/jobs/{job_id}").json())["status"] in ("succeeded", "failed",
-                                                                                           "skipped") and j, 900,
-                      "the retraining job")  # fmt: skip
+    done = wait_until(
+        lambda: (
+            (j := agent.get(f"/v1/jobs/{job_id}").json())["status"] in ("succeeded", "failed", "skipped")
+            and j
+        ),
+        900,
+        "the retraining job",
+    )
     assert done["status"] == "succeeded", done["reason"]
     assert done["trigger"].startswith("api:")
     assert done["detail"]["curated"]["train"] == successes  # the checked successes became training data
@@ -392,8 +459,13 @@ def logprob(base_url: str, model: str) -> float:
     from serve.swap import canary_turns
 
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
-    body = {"model": model, "messages": to_openai_messages(canary_turns("Turn off Wi-Fi", prompt), prompt),
-            "temperature": 0.0, "max_tokens": 4, "logprobs": True}  # fmt: skip
+    body = {
+        "model": model,
+        "messages": to_openai_messages(canary_turns("Turn off Wi-Fi", prompt), prompt),
+        "temperature": 0.0,
+        "max_tokens": 4,
+        "logprobs": True,
+    }
     response = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=120)
     response.raise_for_status()
     return float(response.json()["choices"][0]["logprobs"]["content"][0]["logprob"])
@@ -410,15 +482,26 @@ def test_a_full_checkpoint_goes_blue_green_onto_a_second_engine_and_back(  # typ
     launch = f"env UIS1_SERVED_MODEL_NAME={{served_name}} {REPO / 'scripts' / 'vllm-cpu'} serve {{weights}} --port {{port}}"
     suppress = tuple(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
     service = make_service(
-        own_policy=True, resize=ResizeSettings(**RESIZE),
-        policy=VllmSettings(base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120),
-        swap=SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, auto_promote=False,
-                          launch_command=launch, launch_timeout_s=400, retire_after_s=1.0),
+        own_policy=True,
+        resize=ResizeSettings(**RESIZE),
+        policy=VllmSettings(
+            base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120
+        ),
+        swap=SwapSettings(
+            canary_goal="Turn on Wi-Fi",
+            canary_max_tokens=96,
+            auto_promote=False,
+            launch_command=launch,
+            launch_timeout_s=400,
+            retire_after_s=1.0,
+        ),
         episode=EpisodeSettings(settle_s=0.0, max_steps=4, sampling={"max_tokens": 96}),
-    )  # fmt: skip
+    )
     admin, agent = service.client(service.admin), service.client(service.agent)
-    for body in ({"name": "sft", "served_name": SERVED, "base": str(sft_checkpoint), "kind": "base"},
-                 {"name": "green", "base": str(adapters["merged"]), "kind": "full", "parent": "sft"}):  # fmt: skip
+    for body in (
+        {"name": "sft", "served_name": SERVED, "base": str(sft_checkpoint), "kind": "base"},
+        {"name": "green", "base": str(adapters["merged"]), "kind": "full", "parent": "sft"},
+    ):
         assert admin.post("/v1/models", json=body).status_code == 201
     assert admin.post("/v1/models/promote", json={"version": "sft"}).json()["default"] == "sft"
     promoted = admin.post("/v1/models/promote", json={"version": "green"}, timeout=600)
@@ -428,8 +511,11 @@ def test_a_full_checkpoint_goes_blue_green_onto_a_second_engine_and_back(  # typ
     assert url != vllm["base_url"]
     assert httpx.get(f"{url}/v1/models").json()["data"][0]["id"] == "green"  # served under its own name
     task_id = agent.post("/v1/tasks", json={"goal": "Turn off Wi-Fi"}).json()["id"]
-    wait_until(lambda: agent.get(f"/v1/tasks/{task_id}").json()["status"] not in ("pending", "running"), 300,
-               "a task on the green engine")  # fmt: skip
+    wait_until(
+        lambda: agent.get(f"/v1/tasks/{task_id}").json()["status"] not in ("pending", "running"),
+        300,
+        "a task on the green engine",
+    )
     steps = agent.get(f"/v1/trajectories/{task_id}").json()["steps"]
     assert {s["model_version"] for s in steps} == {"green"}
     assert all(s["raw_response"] for s in steps)

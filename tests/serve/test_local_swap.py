@@ -60,8 +60,14 @@ def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_re
     def ask() -> None:
         with service.client(service.agent) as client:
             while not stop.is_set():
-                reply = client.post("/v1/predict", json={"goal": "Turn on Wi-Fi", "screenshots": [_screenshot()],
-                                                         "sampling": {"max_tokens": 16}})  # fmt: skip
+                reply = client.post(
+                    "/v1/predict",
+                    json={
+                        "goal": "Turn on Wi-Fi",
+                        "screenshots": [_screenshot()],
+                        "sampling": {"max_tokens": 16},
+                    },
+                )
                 answers.append((reply.status_code, reply.json().get("model_version", reply.text)))
 
     asker = threading.Thread(target=ask)
@@ -105,6 +111,8 @@ def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_re
     assert served[-1] == "starter"  # after the rollback the starter answers again (by its version name)
 
     # A request pinned to a version the engine does not hold is refused, not served by another.
-    pinned = admin.post("/v1/predict", json={"goal": "g", "screenshots": [_screenshot()], "model": "broken",
-                                             "sampling": {"max_tokens": 8}})  # fmt: skip
+    pinned = admin.post(
+        "/v1/predict",
+        json={"goal": "g", "screenshots": [_screenshot()], "model": "broken", "sampling": {"max_tokens": 8}},
+    )
     assert pinned.status_code >= 400

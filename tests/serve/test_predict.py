@@ -14,8 +14,10 @@ pytestmark = pytest.mark.timeout(120)
 
 class ClickPolicy(ScriptedPolicy):
     async def predict(self, turns, *, sampling=None, model=None):  # type: ignore[no-untyped-def]
-        return PolicyResult.from_text('<think>tap</think><action>{"action": "click", "coordinate": [546, 1204]}</action>',
-                                      model_version="click-v1")  # fmt: skip
+        return PolicyResult.from_text(
+            '<think>tap</think><action>{"action": "click", "coordinate": [546, 1204]}</action>',
+            model_version="click-v1",
+        )
 
 
 def b64(image: Image.Image, fmt: str = "PNG") -> str:
@@ -35,8 +37,14 @@ def test_predict_maps_the_action_to_the_screenshots_pixels(make_service) -> None
     assert body["action"] == {"action": "click", "coordinate": [546, 1204]}
     assert body["device_action"] == {"action": "click", "coordinate": [540, 1200]}
     assert body["model_version"] == "click-v1"
-    jpeg = client.post("/v1/predict", json={"goal": "g", "screenshots": [shot, b64(Image.new("RGB", (1080, 2400)), "JPEG")],
-                                            "history": ["<think></think><action>{}</action>"]})  # fmt: skip
+    jpeg = client.post(
+        "/v1/predict",
+        json={
+            "goal": "g",
+            "screenshots": [shot, b64(Image.new("RGB", (1080, 2400)), "JPEG")],
+            "history": ["<think></think><action>{}</action>"],
+        },
+    )
     assert jpeg.status_code == 200
 
 

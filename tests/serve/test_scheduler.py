@@ -61,25 +61,48 @@ def version(candidate: dict, baseline: dict | None) -> ModelVersion:  # type: ig
     evaluation = (
         {"candidate": candidate, "baseline": {"version": "v1", "scores": baseline}} if baseline else None
     )
-    return ModelVersion("v2", "v2", "/m", None, "candidate", at("2026-12-03T00:00"),
-                        {"evaluation": evaluation} if evaluation else {})  # fmt: skip
+    return ModelVersion(
+        "v2",
+        "v2",
+        "/m",
+        None,
+        "candidate",
+        at("2026-12-03T00:00"),
+        {"evaluation": evaluation} if evaluation else {},
+    )
 
 
 @pytest.mark.parametrize(
     ("candidate", "baseline", "passed", "phrase"),
     [
-        ({"sop": {"score": 0.50, "tsr": 0.4}, "online": {"success_rate": 0.5}},
-         {"sop": {"score": 0.51, "tsr": 0.4}, "online": {"success_rate": 0.5}}, True, "within tolerance"),
-        ({"sop": {"score": 0.40, "tsr": 0.4}}, {"sop": {"score": 0.50, "tsr": 0.4}}, False,
-         "sop.score fell from 0.5000 to 0.4000"),
-        ({"sop": None, "online": {"success_rate": 0.25}}, {"sop": None, "online": {"success_rate": 0.5}}, False,
-         "online.success_rate fell"),
+        (
+            {"sop": {"score": 0.50, "tsr": 0.4}, "online": {"success_rate": 0.5}},
+            {"sop": {"score": 0.51, "tsr": 0.4}, "online": {"success_rate": 0.5}},
+            True,
+            "within tolerance",
+        ),
+        (
+            {"sop": {"score": 0.40, "tsr": 0.4}},
+            {"sop": {"score": 0.50, "tsr": 0.4}},
+            False,
+            "sop.score fell from 0.5000 to 0.4000",
+        ),
+        (
+            {"sop": None, "online": {"success_rate": 0.25}},
+            {"sop": None, "online": {"success_rate": 0.5}},
+            False,
+            "online.success_rate fell",
+        ),
         ({"sop": None, "online": None}, {"sop": None, "online": None}, False, "no metric was measured"),
         ({"sop": {"score": 0.5, "tsr": 0.5}}, None, False, "carries no evaluation"),
     ],
-)  # fmt: skip
-def test_the_gate_compares_each_measured_metric(candidate: dict, baseline: dict | None, passed: bool,  # type: ignore[type-arg]
-                                                phrase: str) -> None:  # fmt: skip
+)
+def test_the_gate_compares_each_measured_metric(
+    candidate: dict,
+    baseline: dict | None,
+    passed: bool,  # type: ignore[type-arg]
+    phrase: str,
+) -> None:
     decision = decide(version(candidate, baseline))
     assert decision.passed is passed
     assert any(phrase in r for r in decision.reasons), decision.reasons
@@ -173,8 +196,12 @@ def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # 
     registry = ModelRegistry(store.engine)
     scores = {"sop": {"score": 0.5, "tsr": 0.5}}
     registry.register("base", base="/m/base", kind="base")
-    registry.register("nightly-1", base="/m/1", parent="base",
-                      info={"evaluation": {"candidate": scores, "baseline": {"version": "base", "scores": scores}}})  # fmt: skip
+    registry.register(
+        "nightly-1",
+        base="/m/1",
+        parent="base",
+        info={"evaluation": {"candidate": scores, "baseline": {"version": "base", "scores": scores}}},
+    )
     JobStore(store.engine).acquire(SWAP_LOCK, "someone-else", ttl_s=600)
     controller = HotSwapController(
         store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()

@@ -45,8 +45,9 @@ def test_a_task_runs_on_the_real_vllm_server_and_every_step_is_recorded(
     ready = service.client().get("/readyz").json()
     assert ready["checks"]["policy"] is True
 
-    task_id = client.post("/v1/tasks", json={"goal": "Turn on Wi-Fi", "max_steps": 2,
-                                             "sampling": {"max_tokens": 16}}).json()["id"]  # fmt: skip
+    task_id = client.post(
+        "/v1/tasks", json={"goal": "Turn on Wi-Fi", "max_steps": 2, "sampling": {"max_tokens": 16}}
+    ).json()["id"]
     from serve.client import AgentClient
     from serve.schemas import StepResponse
 
@@ -87,8 +88,11 @@ def test_predict_goes_through_the_real_vllm_server(make_service, vllm) -> None: 
     service = make_service(own_policy=True, policy=policy, resize=ResizeSettings(max_pixels=64 * 28 * 28))
     buffer = io.BytesIO()
     Image.new("RGB", (540, 1200), (30, 120, 200)).save(buffer, "PNG")
-    body = {"goal": "Open Clock", "screenshots": [base64.b64encode(buffer.getvalue()).decode()],
-            "sampling": {"max_tokens": 8}}  # fmt: skip
+    body = {
+        "goal": "Open Clock",
+        "screenshots": [base64.b64encode(buffer.getvalue()).decode()],
+        "sampling": {"max_tokens": 8},
+    }
     response = service.client(service.agent).post("/v1/predict", json=body)
     assert response.status_code == 200, response.text
     result = response.json()

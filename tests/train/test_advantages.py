@@ -82,8 +82,11 @@ def test_episode_level_advantages_in_both_forms() -> None:
 
 def test_combined_advantage_adds_omega_times_the_step_term() -> None:
     got = group_advantages([A, B, C])
-    assert got[0] == [pytest.approx(1.104268 + 1.007323, abs=1e-5), pytest.approx(1.104268 + 0.707106, abs=1e-5),
-                      pytest.approx(1.104268, abs=1e-5)]  # fmt: skip
+    assert got[0] == [
+        pytest.approx(1.104268 + 1.007323, abs=1e-5),
+        pytest.approx(1.104268 + 0.707106, abs=1e-5),
+        pytest.approx(1.104268, abs=1e-5),
+    ]
     assert got[2] == [pytest.approx(-0.844440 - 0.992509, abs=1e-5)]
     half = group_advantages([A, B, C], AdvantageSettings(omega=0.5))
     assert half[0][1] == pytest.approx(1.104268 + 0.5 * 0.707106, abs=1e-5)

@@ -19,8 +19,12 @@ def step(
 ) -> Step:
     sha = f"{i:064x}"
     parsed = action_from_dict(action) if action else None
-    fields: dict[str, Any] = {"index": i, "screenshot": ScreenshotRef(uri=f"/shots/{sha}.png", sha256=sha),
-                              "source": source, "device_action": parsed}  # fmt: skip
+    fields: dict[str, Any] = {
+        "index": i,
+        "screenshot": ScreenshotRef(uri=f"/shots/{sha}.png", sha256=sha),
+        "source": source,
+        "device_action": parsed,
+    }
     if parsed is not None:
         fields["raw_response"] = (
             f"<think>\nstep {i} thought\n</think>\n<action>\n{parsed.to_json()}\n</action>"
@@ -42,8 +46,13 @@ def episode(
     tags = dict(labels)
     if source is not None:
         tags["label_source"] = source
-    return Episode(goal=goal, status=EpisodeStatus.SUCCEEDED if ok else EpisodeStatus.FAILED, is_successful=ok,
-                   labels=tags, steps=steps)  # fmt: skip
+    return Episode(
+        goal=goal,
+        status=EpisodeStatus.SUCCEEDED if ok else EpisodeStatus.FAILED,
+        is_successful=ok,
+        labels=tags,
+        steps=steps,
+    )
 
 
 def goals_on_side(held: bool, count: int, settings: CurationSettings) -> list[str]:
@@ -154,8 +163,11 @@ def test_the_held_out_split_is_fixed_by_the_goal_and_never_trained_on(tmp_path: 
     assert sorted(x.goal for x in first.holdout) == sorted(held)
     assert sorted(x.goal for x in first.train) == sorted(kept)
     # The same goal again later (another episode of it) lands on the same side.
-    later = [*episodes, episode(held[0], [step(0, BACK), step(1, DONE)], True),
-             episode(kept[0], [step(0, BACK), step(1, DONE)], True)]  # fmt: skip
+    later = [
+        *episodes,
+        episode(held[0], [step(0, BACK), step(1, DONE)], True),
+        episode(kept[0], [step(0, BACK), step(1, DONE)], True),
+    ]
     second = curate(later, tmp_path / "two", settings, previous=first.manifest)
     assert {x.goal for x in second.holdout} == set(held)
     assert second.manifest["new_train"] == 1  # only the new episode of a training goal is new

@@ -44,8 +44,13 @@ def test_interchange_images_are_read_beside_the_file(tmp_path: Path) -> None:
     Image.new("RGB", (540, 1200), (1, 2, 3)).save(buffer, "PNG")
     (tmp_path / "images").mkdir()
     (tmp_path / "images" / "a.png").write_bytes(buffer.getvalue())
-    record = {"goal": "g", "is_successful": True, "steps": [
-        {"screenshot": "images/a.png", "action_content": {"action": "click", "coordinate": [10, 20]}}]}  # fmt: skip
+    record = {
+        "goal": "g",
+        "is_successful": True,
+        "steps": [
+            {"screenshot": "images/a.png", "action_content": {"action": "click", "coordinate": [10, 20]}}
+        ],
+    }
     (tmp_path / "data.jsonl").write_text(json.dumps(record) + "\n")
     (trajectory,) = load([InterchangeSource(path=tmp_path / "data.jsonl")])
     assert trajectory.steps[0].size == (540, 1200)
@@ -67,9 +72,13 @@ def test_the_store_gives_successful_episodes_and_corrected_prefixes_only(tmp_pat
         ref = store.screenshots.put(_png(i * 10), 100, 200)
         from agent.actions import action_from_dict
 
-        return Step(index=i, screenshot=ScreenshotRef(uri=ref.uri, sha256=ref.sha256), source=source,
-                    device_action=action_from_dict({"action": "click", "coordinate": [5, 5 + i]}),
-                    expert=click if source is StepSource.HUMAN else None)  # fmt: skip
+        return Step(
+            index=i,
+            screenshot=ScreenshotRef(uri=ref.uri, sha256=ref.sha256),
+            source=source,
+            device_action=action_from_dict({"action": "click", "coordinate": [5, 5 + i]}),
+            expert=click if source is StepSource.HUMAN else None,
+        )
 
     store.save(Episode(goal="good", is_successful=True, steps=[step(0), step(1)]))
     store.save(

@@ -45,8 +45,14 @@ def _rank(rank: int, port: int, counts: list[int], out: Any) -> None:
         mine = items(counts[rank])
         filler = Item(SimpleNamespace(response_len=5, tag="filler"), advantage=2.0)  # type: ignore[arg-type]
         batches = mini_batches(mine, 4, filler)
-        out.put((rank, shape(batches), sum(i.tokens for b in batches for i in b),
-                 [getattr(i.sample, "tag", None) for b in batches for i in b if not i.weight]))  # fmt: skip
+        out.put(
+            (
+                rank,
+                shape(batches),
+                sum(i.tokens for b in batches for i in b),
+                [getattr(i.sample, "tag", None) for b in batches for i in b if not i.weight],
+            )
+        )
     finally:
         torch.distributed.destroy_process_group()
 
@@ -85,23 +91,52 @@ def test_two_ranks_train_rl_on_trajectories_of_different_lengths(
 ) -> None:
     """A 2-step and a 10-step task, one per rank, unlimited patching: 4 vs. 20 samples over 8
     mini-batches, through torchrun and the DeepSpeed learner (gloo on CPU)."""
-    config = write_config(tmp_path / "rl.yaml", {
-        "model": str(tiny_model_dir), "output_dir": "run", "resize": RESIZE,
-        "data": {"sources": [{"kind": "sim", "tasks": ["open_app", "add_labelled_alarm"]}], "val_fraction": 0.0},
-        "rollout": {"n": 2, "max_new_tokens": 24, "reward": "code", "patch": {"threshold": -1}},
-        "dynamic_sampling": {"enabled": False}, "learner": {"backend": "deepspeed"},
-        "tasks_per_step": 1, "mini_batches": 8, "max_steps": 1, "save_every": 1, "eval_every": None,
-    })  # fmt: skip
+    config = write_config(
+        tmp_path / "rl.yaml",
+        {
+            "model": str(tiny_model_dir),
+            "output_dir": "run",
+            "resize": RESIZE,
+            "data": {
+                "sources": [{"kind": "sim", "tasks": ["open_app", "add_labelled_alarm"]}],
+                "val_fraction": 0.0,
+            },
+            "rollout": {"n": 2, "max_new_tokens": 24, "reward": "code", "patch": {"threshold": -1}},
+            "dynamic_sampling": {"enabled": False},
+            "learner": {"backend": "deepspeed"},
+            "tasks_per_step": 1,
+            "mini_batches": 8,
+            "max_steps": 1,
+            "save_every": 1,
+            "eval_every": None,
+        },
+    )
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     bin_dir = Path(sys.executable).parent
     env = clean_env() | {"OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [str(bin_dir / "torchrun"), "--nproc_per_node", "2", "--master_port", str(port),
-         str(bin_dir / "uis1"), "train", "rl", "--config", str(config), "--quiet"],
-        capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path, check=False,
-    )  # fmt: skip
+        [
+            str(bin_dir / "torchrun"),
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(port),
+            str(bin_dir / "uis1"),
+            "train",
+            "rl",
+            "--config",
+            str(config),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     run = tmp_path / "run"
     assert (run / "checkpoints" / "step-000001" / "state.pt").is_file()

@@ -36,9 +36,14 @@ def test_the_judge_labels_unlabelled_episodes(store, tmp_path: Path) -> None:  #
         return buffer.getvalue()
 
     def episode(goal: str, **fields) -> Episode:  # type: ignore[no-untyped-def]
-        steps = [Step(index=i, screenshot=store.screenshots.put(png(40 * i + 1), 108, 240),
-                      device_action=action_from_dict({"action": "click", "coordinate": [10, 20 + i]}))
-                 for i in range(3)]  # fmt: skip
+        steps = [
+            Step(
+                index=i,
+                screenshot=store.screenshots.put(png(40 * i + 1), 108, 240),
+                device_action=action_from_dict({"action": "click", "coordinate": [10, 20 + i]}),
+            )
+            for i in range(3)
+        ]
         made = Episode(goal=goal, status=EpisodeStatus.FAILED, steps=steps, **fields)
         store.save_episode(made)
         for step in steps:
@@ -80,8 +85,12 @@ def test_the_judge_labels_unlabelled_episodes(store, tmp_path: Path) -> None:  #
     got = {e.goal: e for e in (store.get(x.id) for x in (yes, no, unclear, broken, labelled))}
     assert got["Turn on Wi-Fi"].is_successful is True
     judged = {k: v for k, v in got["Turn on Wi-Fi"].labels.items() if k.startswith(("judge", "label"))}
-    assert judged == {"judge": "qwen-judge", "judge_prompt_version": "1", "judge_verdict": "success",
-                      "label_source": "judge"}  # fmt: skip
+    assert judged == {
+        "judge": "qwen-judge",
+        "judge_prompt_version": "1",
+        "judge_verdict": "success",
+        "label_source": "judge",
+    }
     assert got["Mute the phone"].is_successful is False
     assert got["Call Anna"].is_successful is None
     assert got["boom"].is_successful is None
@@ -97,8 +106,11 @@ def test_the_judge_labels_unlabelled_episodes(store, tmp_path: Path) -> None:  #
 def test_the_judge_retries_what_may_pass_and_waits_as_the_server_asks(store) -> None:  # type: ignore[no-untyped-def]
     import time
 
-    episode = Episode(goal="Turn on Wi-Fi", status=EpisodeStatus.FAILED,
-                      steps=[Step(index=0, screenshot=store.screenshots.put(b"not a png", 1, 1))])  # fmt: skip
+    episode = Episode(
+        goal="Turn on Wi-Fi",
+        status=EpisodeStatus.FAILED,
+        steps=[Step(index=0, screenshot=store.screenshots.put(b"not a png", 1, 1))],
+    )
     store.save_episode(episode)
     store.save_step(episode.id, episode.steps[0])
     replies = [

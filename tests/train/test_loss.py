@@ -54,7 +54,14 @@ def test_k3_kl_is_zero_at_the_reference_positive_elsewhere_and_clamped() -> None
 def test_the_kl_term_enters_the_loss_with_its_coefficient() -> None:
     logp, ref = tensor([-1.5]), tensor([-1.0])
     zero_adv = tensor([0.0])
-    parts = policy_loss(logp, logp, zero_adv, torch.ones_like(logp), total_tokens=1, ref_logp=ref,
-                        settings=LossSettings(kl_beta=0.1))  # fmt: skip
+    parts = policy_loss(
+        logp,
+        logp,
+        zero_adv,
+        torch.ones_like(logp),
+        total_tokens=1,
+        ref_logp=ref,
+        settings=LossSettings(kl_beta=0.1),
+    )
     assert parts.kl == pytest.approx(0.148721, abs=1e-6)
     assert float(parts.loss) == pytest.approx(0.0148721, abs=1e-7)

@@ -18,8 +18,9 @@ from train.rewards import score
 
 ORIGINAL = Size(1000, 2000)
 RESIZED = Size(500, 1000)
-CODE = MatchSettings(boxes="all_boxes", answer_as="type", empty_text_matches=True, terminate_status=False,
-                     open_by_click=False)  # fmt: skip
+CODE = MatchSettings(
+    boxes="all_boxes", answer_as="type", empty_text_matches=True, terminate_status=False, open_by_click=False
+)
 
 
 def expected(check_options: dict | None = None, **label) -> Expected:  # type: ignore[no-untyped-def,type-arg]
@@ -57,12 +58,20 @@ NESTED = expected(
         ({"action": "click", "coordinate": [100, 100]}, NESTED, CODE, (True, True)),
         # A long press is not a click, even on the spot.
         ({"action": "long_press", "coordinate": [250, 500], "time": 1}, BUTTON, None, (False, False)),
-        ({"action": "click", "coordinate": [250, 500]},
-         expected(action="long_press", coordinate=[500, 1000], time=2), None, (False, False)),
-        ({"action": "long_press", "coordinate": [250, 500], "time": 5},
-         expected(action="long_press", coordinate=[500, 1000], time=2), None, (True, True)),  # time ignored
+        (
+            {"action": "click", "coordinate": [250, 500]},
+            expected(action="long_press", coordinate=[500, 1000], time=2),
+            None,
+            (False, False),
+        ),
+        (
+            {"action": "long_press", "coordinate": [250, 500], "time": 5},
+            expected(action="long_press", coordinate=[500, 1000], time=2),
+            None,
+            (True, True),
+        ),  # time ignored
     ],
-)  # fmt: skip
+)
 def test_clicks_hit_the_enlarged_target_box_or_land_near_the_expert_point(
     predicted, target, settings, want
 ) -> None:  # type: ignore[no-untyped-def]
@@ -77,21 +86,35 @@ FINGER_DOWN = {"action": "swipe", "coordinate": [250, 200], "coordinate2": [250,
     ("predicted", "target", "want"),
     [
         (FINGER_UP, expected(action="swipe", coordinate=[500, 1500], coordinate2=[500, 500]), (True, True)),
-        (FINGER_DOWN, expected(action="swipe", coordinate=[500, 1500], coordinate2=[500, 500]), (True, False)),
+        (
+            FINGER_DOWN,
+            expected(action="swipe", coordinate=[500, 1500], coordinate2=[500, 500]),
+            (True, False),
+        ),
         # A stored *scroll* direction: scrolling down is a finger moving up.
         (FINGER_UP, expected(action="swipe", direction="down"), (True, True)),
         (FINGER_DOWN, expected(action="swipe", direction="down"), (True, False)),
         # Left and right are not swapped.
-        ({"action": "swipe", "coordinate": [400, 500], "coordinate2": [100, 520]},
-         expected(action="swipe", direction="left"), (True, True)),
+        (
+            {"action": "swipe", "coordinate": [400, 500], "coordinate2": [100, 520]},
+            expected(action="swipe", direction="left"),
+            (True, True),
+        ),
         # Options of an evaluation file add the direction to a label without coordinates.
         (FINGER_UP, expected({"action": "swipe", "direction": "down"}, action="swipe"), (True, True)),
         # A swipe that does not move has no direction.
-        ({"action": "swipe", "coordinate": [250, 500], "coordinate2": [250, 500]},
-         expected(action="swipe", direction="down"), (True, False)),
-        ({"action": "click", "coordinate": [250, 500]}, expected(action="swipe", direction="down"), (False, False)),
+        (
+            {"action": "swipe", "coordinate": [250, 500], "coordinate2": [250, 500]},
+            expected(action="swipe", direction="down"),
+            (True, False),
+        ),
+        (
+            {"action": "click", "coordinate": [250, 500]},
+            expected(action="swipe", direction="down"),
+            (False, False),
+        ),
     ],
-)  # fmt: skip
+)
 def test_swipes_match_by_the_finger_direction(predicted, target, want) -> None:  # type: ignore[no-untyped-def]
     assert outcome(predicted, target) == want
 
@@ -134,9 +157,24 @@ def test_a_swipe_direction_is_its_dominant_axis_and_a_tie_is_vertical() -> None:
 @pytest.mark.parametrize(
     ("predicted", "target", "settings", "want"),
     [
-        ({"action": "type", "text": " hello "}, expected(action="type", text="Hello World"), None, (True, True)),
-        ({"action": "type", "text": "Hello World!"}, expected(action="type", text="hello world"), None, (True, True)),
-        ({"action": "type", "text": "goodbye"}, expected(action="type", text="Hello World"), None, (True, False)),
+        (
+            {"action": "type", "text": " hello "},
+            expected(action="type", text="Hello World"),
+            None,
+            (True, True),
+        ),
+        (
+            {"action": "type", "text": "Hello World!"},
+            expected(action="type", text="hello world"),
+            None,
+            (True, True),
+        ),
+        (
+            {"action": "type", "text": "goodbye"},
+            expected(action="type", text="Hello World"),
+            None,
+            (True, False),
+        ),
         # An empty prediction never matches (Ours); the released code lets it match anything.
         ({"action": "type", "text": ""}, expected(action="type", text="Hello"), None, (True, False)),
         ({"action": "type", "text": ""}, expected(action="type", text="Hello"), CODE, (True, True)),
@@ -148,24 +186,58 @@ def test_a_swipe_direction_is_its_dominant_axis_and_a_tie_is_vertical() -> None:
         ({"action": "open", "text": "clock"}, expected(action="open", text="Clock"), None, (True, True)),
         ({"action": "open", "text": "Calendar"}, expected(action="open", text="Clock"), None, (True, False)),
         # Opening an app by tapping its icon, when the data gives the icon's box.
-        ({"action": "click", "coordinate": [60, 100]},
-         expected({"action": "open", "text": "Clock", "candidate_bbox": [[100, 180, 140, 220]]}, action="open", text="Clock"),
-         None, (True, True)),
-        ({"action": "click", "coordinate": [250, 500]},
-         expected({"action": "open", "text": "Clock", "candidate_bbox": [[100, 180, 140, 220]]}, action="open", text="Clock"),
-         None, (False, False)),
-        ({"action": "system_button", "button": "back"}, expected(action="system_button", button="Back"), None, (True, True)),
-        ({"action": "system_button", "button": "Home"}, expected(action="system_button", button="Back"), None, (True, False)),
+        (
+            {"action": "click", "coordinate": [60, 100]},
+            expected(
+                {"action": "open", "text": "Clock", "candidate_bbox": [[100, 180, 140, 220]]},
+                action="open",
+                text="Clock",
+            ),
+            None,
+            (True, True),
+        ),
+        (
+            {"action": "click", "coordinate": [250, 500]},
+            expected(
+                {"action": "open", "text": "Clock", "candidate_bbox": [[100, 180, 140, 220]]},
+                action="open",
+                text="Clock",
+            ),
+            None,
+            (False, False),
+        ),
+        (
+            {"action": "system_button", "button": "back"},
+            expected(action="system_button", button="Back"),
+            None,
+            (True, True),
+        ),
+        (
+            {"action": "system_button", "button": "Home"},
+            expected(action="system_button", button="Back"),
+            None,
+            (True, False),
+        ),
         ({"action": "key", "text": "enter"}, expected(action="key", text="ENTER"), None, (True, True)),
         ({"action": "key", "text": "DEL"}, expected(action="key", text="ENTER"), None, (True, False)),
         ({"action": "wait", "time": 9}, expected(action="wait", time=2), None, (True, True)),
         ({"action": "terminate", "status": "success"}, expected(action="wait", time=2), None, (False, False)),
         # Terminate compares its status when the expert has one (Ours); the released code does not.
-        ({"action": "terminate", "status": "failure"}, expected(action="terminate", status="success"), None, (True, False)),
-        ({"action": "terminate", "status": "failure"}, expected(action="terminate", status="success"), CODE, (True, True)),
+        (
+            {"action": "terminate", "status": "failure"},
+            expected(action="terminate", status="success"),
+            None,
+            (True, False),
+        ),
+        (
+            {"action": "terminate", "status": "failure"},
+            expected(action="terminate", status="success"),
+            CODE,
+            (True, True),
+        ),
         ({"action": "terminate", "status": "failure"}, expected(action="terminate"), None, (True, True)),
     ],
-)  # fmt: skip
+)
 def test_text_buttons_keys_and_the_argument_free_actions(predicted, target, settings, want) -> None:  # type: ignore[no-untyped-def]
     assert outcome(predicted, target, settings) == want
 

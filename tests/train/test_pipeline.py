@@ -21,10 +21,20 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def rl_body(model: Path, **overrides: Any) -> dict[str, Any]:
-    body = {"model": str(model), "output_dir": "run", "seed": 3, "data": SIM_DATA, "resize": RESIZE,
-            "rollout": {"n": 4, "max_new_tokens": 72, "temperature": 1.0},
-            "tasks_per_step": 2, "max_steps": 3, "save_every": 1, "eval_every": None,
-            "dynamic_sampling": {"enabled": False}, "optim": {"lr": 1e-4}}  # fmt: skip
+    body = {
+        "model": str(model),
+        "output_dir": "run",
+        "seed": 3,
+        "data": SIM_DATA,
+        "resize": RESIZE,
+        "rollout": {"n": 4, "max_new_tokens": 72, "temperature": 1.0},
+        "tasks_per_step": 2,
+        "max_steps": 3,
+        "save_every": 1,
+        "eval_every": None,
+        "dynamic_sampling": {"enabled": False},
+        "optim": {"lr": 1e-4},
+    }
     body.update(overrides)
     return body
 
@@ -42,8 +52,14 @@ def test_the_trainer_scores_tokens_exactly_as_generation_produced_them(sft_check
         "Turn on Wi-Fi", [Image.new("RGB", (360, 800), (90, 20, 20))], [], policy.prompt
     )
     inputs = policy.encode_prompt(turns)
-    out = policy.model.generate(**inputs, max_new_tokens=12, do_sample=False, output_scores=True,
-                                return_dict_in_generate=True, suppress_tokens=policy.suppress)  # fmt: skip
+    out = policy.model.generate(
+        **inputs,
+        max_new_tokens=12,
+        do_sample=False,
+        output_scores=True,
+        return_dict_in_generate=True,
+        suppress_tokens=policy.suppress,
+    )
     generated = out.sequences[0, inputs["input_ids"].shape[1] :]
     expected = torch.stack([s[0].log_softmax(-1)[t] for s, t in zip(out.scores, generated, strict=True)])
     with torch.no_grad():
@@ -51,8 +67,9 @@ def test_the_trainer_scores_tokens_exactly_as_generation_produced_them(sft_check
     assert torch.allclose(got, expected, rtol=2e-3, atol=2e-3)  # cached vs. full attention: float noise only
 
 
-def test_sft_then_semi_online_rl_then_sop_from_the_command_line(sft_run: Path, sft_checkpoint: Path,
-                                                                tiny_model_dir: Path, tmp_path: Path) -> None:  # fmt: skip
+def test_sft_then_semi_online_rl_then_sop_from_the_command_line(
+    sft_run: Path, sft_checkpoint: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
     sft = metrics(sft_run)
     assert len(sft) == 60
     assert sft[-1]["loss"] < sft[0]["loss"] / 10  # it learned the expert responses
@@ -94,16 +111,27 @@ def test_sft_then_semi_online_rl_then_sop_from_the_command_line(sft_run: Path, s
     final = run / "checkpoints" / "step-000003"
     assert json.loads((final / "run.json").read_text())["method"] == "semi-online-rl"
 
-    evaluation = write_config(tmp_path / "eval.yaml", {"model": str(final), "data": SIM_DATA, "split": "all",
-                                                       "resize": RESIZE, "max_new_tokens": 72})  # fmt: skip
+    evaluation = write_config(
+        tmp_path / "eval.yaml",
+        {"model": str(final), "data": SIM_DATA, "split": "all", "resize": RESIZE, "max_new_tokens": 72},
+    )
     shown = uis1("train", "eval", "--config", str(evaluation)).stdout
     assert "sop.score" in shown
     results = json.loads((final / "eval.json").read_text())
     assert 0 < results["sop"]["pg"] <= 1
     assert results["steps"]["type_match"] > 0.5
-    base = write_config(tmp_path / "base.yaml", {"model": str(tiny_model_dir), "data": SIM_DATA, "split": "all",
-                                                 "resize": RESIZE, "max_new_tokens": 72, "metrics": ["sop"],
-                                                 "output": str(tmp_path / "base.json")})  # fmt: skip
+    base = write_config(
+        tmp_path / "base.yaml",
+        {
+            "model": str(tiny_model_dir),
+            "data": SIM_DATA,
+            "split": "all",
+            "resize": RESIZE,
+            "max_new_tokens": 72,
+            "metrics": ["sop"],
+            "output": str(tmp_path / "base.json"),
+        },
+    )
     uis1("train", "eval", "--config", str(base))
     assert json.loads((tmp_path / "base.json").read_text())["sop"]["pg"] < results["sop"]["pg"]
 
@@ -123,8 +151,10 @@ def test_the_deepspeed_learner_makes_the_same_update_as_the_plain_torch_one(sft_
     response = '<think>\nopen settings\n</think>\n<action>\n{"action": "open", "text": "Settings"}\n</action>'
     optim = OptimSettings(lr=1e-3)
     after = []
-    for make in (lambda p: TorchLearner(p, optim),
-                 lambda p: DeepSpeedLearner(p, optim, LearnerSettings(backend="deepspeed")),):  # fmt: skip
+    for make in (
+        lambda p: TorchLearner(p, optim),
+        lambda p: DeepSpeedLearner(p, optim, LearnerSettings(backend="deepspeed")),
+    ):
         policy = PolicyModel(sft_checkpoint, prompt=prompt)
         learner = make(policy)
         items = [Item(policy.sample(turns, response), advantage=a) for a in (1.0, -0.5)]
@@ -141,8 +171,12 @@ def test_the_deepspeed_learner_makes_the_same_update_as_the_plain_torch_one(sft_
 
 
 def test_rl_with_deepspeed_from_the_command_line(sft_checkpoint: Path, tmp_path: Path) -> None:
-    config = write_config(tmp_path / "rl.yaml", rl_body(sft_checkpoint, max_steps=2,
-                          learner={"backend": "deepspeed", "deepspeed": {"zero_stage": 2}}))  # fmt: skip
+    config = write_config(
+        tmp_path / "rl.yaml",
+        rl_body(
+            sft_checkpoint, max_steps=2, learner={"backend": "deepspeed", "deepspeed": {"zero_stage": 2}}
+        ),
+    )
     uis1("train", "rl", "--config", str(config), "--quiet")
     steps = metrics(tmp_path / "run")
     assert [m["step"] for m in steps] == [1, 2]
@@ -195,8 +229,12 @@ def test_a_time_budget_ends_sft_and_rl_after_the_step_that_spends_it(
     from train.sft import train_sft
 
     common = {"data": SIM_DATA, "resize": RESIZE, "max_steps": 50, "max_seconds": 0.01, "save_every": 1000}
-    sft = train_sft(SFTConfig.model_validate({"model": tiny_model_dir, "output_dir": tmp_path / "sft",
-                                              "batch_size": 2, **common}), progress=False)  # fmt: skip
+    sft = train_sft(
+        SFTConfig.model_validate(
+            {"model": tiny_model_dir, "output_dir": tmp_path / "sft", "batch_size": 2, **common}
+        ),
+        progress=False,
+    )
     body = rl_body(sft_checkpoint, output_dir=tmp_path / "rl", **common)
     rl = train_rl(RLConfig.model_validate(body), progress=False)
     for run in (sft, rl):

@@ -23,8 +23,14 @@ from tests.train.conftest import RESIZE, clean_env, write_config
 pytestmark = pytest.mark.timeout(900)
 
 # Goals on both sides of the held-out split (it is a pure function of the goal text).
-RECORDED = [("wifi_on", 0), ("bluetooth_on", 0), ("airplane_mode_on", 0), ("dark_theme_on", 0), ("wifi_off", 0),
-            ("bluetooth_off", 0)]  # fmt: skip
+RECORDED = [
+    ("wifi_on", 0),
+    ("bluetooth_on", 0),
+    ("airplane_mode_on", 0),
+    ("dark_theme_on", 0),
+    ("wifi_off", 0),
+    ("bluetooth_off", 0),
+]
 
 
 def record(store: Any, fleet: Any, sim: Any, tasks: list[tuple[str, int]]) -> list[str]:
@@ -50,21 +56,35 @@ def record(store: Any, fleet: Any, sim: Any, tasks: list[tuple[str, int]]) -> li
 
 def retrain_body(url: str, root: Path, base: Path, **overrides: Any) -> dict[str, Any]:
     body = {
-        "work_dir": str(root / "work"), "store": {"url": url, "screenshot_dir": str(root / "shots")},
-        "base_model": str(base), "base_served_name": "sft-base", "version_prefix": "rt", "min_new_episodes": 3,
-        "curation": {"holdout_fraction": 0.3}, "stages": ["sft"], "resize": RESIZE,
+        "work_dir": str(root / "work"),
+        "store": {"url": url, "screenshot_dir": str(root / "shots")},
+        "base_model": str(base),
+        "base_served_name": "sft-base",
+        "version_prefix": "rt",
+        "min_new_episodes": 3,
+        "curation": {"holdout_fraction": 0.3},
+        "stages": ["sft"],
+        "resize": RESIZE,
         "sft": {"max_steps": 3, "batch_size": 4, "optim": {"lr": 1e-4}, "save_every": 1},
-        "evaluation": {"max_new_tokens": 72, "online": {"tasks": ["wifi_on"], "max_steps": 3, "max_new_tokens": 72}},
+        "evaluation": {
+            "max_new_tokens": 72,
+            "online": {"tasks": ["wifi_on"], "max_steps": 3, "max_new_tokens": 72},
+        },
         "lock_ttl_s": 30,
-    }  # fmt: skip
+    }
     body.update(overrides)
     return body
 
 
 def retrain_cli(config: Path, *extra: str) -> dict[str, Any]:
-    result = subprocess.run([str(Path(sys.executable).parent / "uis1"), "retrain", "--config", str(config),
-                             "--quiet", *extra], capture_output=True, text=True, timeout=600, env=clean_env(),
-                            check=False)  # fmt: skip
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "uis1"), "retrain", "--config", str(config), "--quiet", *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean_env(),
+        check=False,
+    )
     assert result.returncode in (0, 1), result.stderr[-3000:]
     out: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     out["returncode"] = result.returncode
@@ -155,9 +175,13 @@ def test_a_killed_job_is_taken_over_and_resumed(
     body["sft"] = {**body["sft"], "max_steps": 6, "epochs": 20}
     config = write_config(tmp_path / "retrain.yaml", body)
     jobs = JobStore(pg_store.engine)
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "uis1"), "retrain", "--config", str(config), "--quiet"],
-                            env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "uis1"), "retrain", "--config", str(config), "--quiet"],
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300
         run_dir = None

@@ -109,8 +109,10 @@ def test_identical_histories_share_one_prompt_with_n_samples() -> None:
     assert len(engine.prompts) == 3  # one request per step for both rollouts
 
 
-@pytest.mark.parametrize(("mode", "thought"), [("off_policy_thought", "stored thought 0"),
-                                               ("on_policy_thought", "I tap the button")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mode", "thought"),
+    [("off_policy_thought", "stored thought 0"), ("on_policy_thought", "I tap the button")],
+)
 def test_thought_patches_carry_the_stored_or_the_policy_written_thought(mode: str, thought: str) -> None:
     (rollout,), engine = run({0: [WRONG], 1: [RIGHT[1]], 2: [RIGHT[2]]}, threshold=1, mode=mode, n=1)
     action = expert_action(LABELS[0], SCREEN, RESIZED)

@@ -39,8 +39,9 @@ def _turns(shade: int | None = None):  # type: ignore[no-untyped-def]
 
         first = load([SimSource(tasks=["wifi_on"])])[0].steps[0].screenshot()
         return build_conversation("Turn on Wi-Fi", [first], [], PROMPT)
-    return build_conversation("Turn on Wi-Fi", [Screenshot.from_image(Image.new("RGB", (1080, 2400), (shade, 60, 60)))],
-                              [], PROMPT)  # fmt: skip
+    return build_conversation(
+        "Turn on Wi-Fi", [Screenshot.from_image(Image.new("RGB", (1080, 2400), (shade, 60, 60)))], [], PROMPT
+    )
 
 
 def test_vllm_serves_the_trained_checkpoint_exactly_as_the_local_backend_runs_it(
@@ -52,8 +53,13 @@ def test_vllm_serves_the_trained_checkpoint_exactly_as_the_local_backend_runs_it
 
     sampling = SamplingSettings(max_tokens=96)
     local = LocalPolicy(sft_checkpoint, prompt=PROMPT, sampling=sampling)
-    remote = VllmPolicy(VllmSettings(base_url=served["base_url"], model=served["model"],
-                                     suppress_token_ids=tuple(local._suppress)), prompt=PROMPT, sampling=sampling)  # fmt: skip
+    remote = VllmPolicy(
+        VllmSettings(
+            base_url=served["base_url"], model=served["model"], suppress_token_ids=tuple(local._suppress)
+        ),
+        prompt=PROMPT,
+        sampling=sampling,
+    )
 
     async def both() -> tuple[list[str], list[str]]:
         try:
@@ -69,13 +75,29 @@ def test_vllm_serves_the_trained_checkpoint_exactly_as_the_local_backend_runs_it
     assert '"action": "open"' in mine[0]  # the trained model opens Settings on the task's first screen
 
 
-def test_lora_rl_samples_from_vllm_with_each_steps_adapter_loaded_then_merges(served, sft_checkpoint: Path,
-                                                                            tmp_path: Path) -> None:  # fmt: skip
-    body = {"model": str(sft_checkpoint), "output_dir": "run", "seed": 5, "data": SIM_DATA, "resize": RESIZE,
-            "rollout": {"n": 4, "max_new_tokens": 72}, "tasks_per_step": 2, "max_steps": 2, "save_every": 2,
-            "eval_every": None, "dynamic_sampling": {"enabled": False}, "optim": {"lr": 1e-3},
-            "learner": {"lora": {"rank": 8, "alpha": 16}},
-            "engine": {"kind": "vllm", "sync": "lora", "vllm": {"base_url": served["base_url"], "model": served["model"]}}}  # fmt: skip
+def test_lora_rl_samples_from_vllm_with_each_steps_adapter_loaded_then_merges(
+    served, sft_checkpoint: Path, tmp_path: Path
+) -> None:
+    body = {
+        "model": str(sft_checkpoint),
+        "output_dir": "run",
+        "seed": 5,
+        "data": SIM_DATA,
+        "resize": RESIZE,
+        "rollout": {"n": 4, "max_new_tokens": 72},
+        "tasks_per_step": 2,
+        "max_steps": 2,
+        "save_every": 2,
+        "eval_every": None,
+        "dynamic_sampling": {"enabled": False},
+        "optim": {"lr": 1e-3},
+        "learner": {"lora": {"rank": 8, "alpha": 16}},
+        "engine": {
+            "kind": "vllm",
+            "sync": "lora",
+            "vllm": {"base_url": served["base_url"], "model": served["model"]},
+        },
+    }
     uis1("train", "rl", "--config", str(write_config(tmp_path / "rl.yaml", body)), "--quiet")
     steps = metrics(tmp_path / "run")
     assert [m["step"] for m in steps] == [1, 2]

@@ -35,8 +35,10 @@ def test_the_expert_solves_the_task(name: str, seed: int, display: str) -> None:
     actions, outcome = task.run_expert(phone)
     assert task.is_successful(phone, outcome), [a.to_dict() for a in actions]
     assert actions[-1].to_dict() == {"action": "terminate", "status": "success"}
-    assert all(set(a.to_dict()) <= {"action", "coordinate", "coordinate2", "text", "button", "time", "status"}
-               for a in actions)  # fmt: skip
+    assert all(
+        set(a.to_dict()) <= {"action", "coordinate", "coordinate2", "text", "button", "time", "status"}
+        for a in actions
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
