@@ -212,8 +212,10 @@ def list_trajectories(
         where = make_url(store.url).render_as_string(hide_password=True)
         typer.echo(f"no episodes{' matching the filters' if status or device else ''} in {where}", err=True)
     for episode in found:
-        typer.echo(f"{episode.id}  {episode.created_at:%Y-%m-%d %H:%M}  {episode.status.value:<9}  "
-                   f"{len(episode.steps):>3} steps  {episode.goal}")  # fmt: skip
+        typer.echo(
+            f"{episode.id}  {episode.created_at:%Y-%m-%d %H:%M}  {episode.status.value:<9}  "
+            f"{len(episode.steps):>3} steps  {episode.goal}"
+        )
 
 
 @trajectories_app.command("show")

@@ -129,8 +129,15 @@ class EpisodeRunner:
         device = DeviceRef(serial=self.device.serial, model=info.model if info else None)
         version = self.settings.version or self.settings.model or self.policy.model_version
         if episode is not None:
-            episode = episode.model_copy(update={"goal": goal, "device": device, "model_version": version,
-                                                 "status": EpisodeStatus.RUNNING, "started_at": utcnow()})  # fmt: skip
+            episode = episode.model_copy(
+                update={
+                    "goal": goal,
+                    "device": device,
+                    "model_version": version,
+                    "status": EpisodeStatus.RUNNING,
+                    "started_at": utcnow(),
+                }
+            )
         else:
             episode = Episode(
                 **({"id": episode_id} if episode_id else {}),
@@ -213,8 +220,13 @@ class EpisodeRunner:
                 return self._finish(episode, EpisodeStatus.CANCELLED, "aborted by reviewer")
             if review.verdict is Verdict.REPLACE and review.action is not None:
                 device_action = review.action
-                step = step.model_copy(update={"source": StepSource.HUMAN, "device_action": device_action,
-                                               "expert": ActionLabel.from_action(device_action)})  # fmt: skip
+                step = step.model_copy(
+                    update={
+                        "source": StepSource.HUMAN,
+                        "device_action": device_action,
+                        "expert": ActionLabel.from_action(device_action),
+                    }
+                )
             if device_action is None:
                 parse_errors += 1
                 step = step.model_copy(update={"ended_at": utcnow()})
@@ -244,10 +256,15 @@ class EpisodeRunner:
                     await asyncio.sleep(self.settings.settle_s)
             except DeviceError as exc:
                 error = f"device error: {exc}"
-            step = step.model_copy(update={
-                "ended_at": utcnow(), "error": error,
-                "timings": StepTimings(policy_s=result.latency_s, device_s=device_s + time.perf_counter() - t1),
-            })  # fmt: skip
+            step = step.model_copy(
+                update={
+                    "ended_at": utcnow(),
+                    "error": error,
+                    "timings": StepTimings(
+                        policy_s=result.latency_s, device_s=device_s + time.perf_counter() - t1
+                    ),
+                }
+            )
             await self._save(episode, step)
             episode = episode.model_copy(update={"steps": [*episode.steps, step]})
             self._current = episode
@@ -261,8 +278,11 @@ class EpisodeRunner:
             index += 1
             if isinstance(action, Terminate):
                 ok = action.status is TerminateStatus.SUCCESS
-                return self._finish(episode, EpisodeStatus.SUCCEEDED if ok else EpisodeStatus.FAILED,
-                                    None if ok else "the policy gave up")  # fmt: skip
+                return self._finish(
+                    episode,
+                    EpisodeStatus.SUCCEEDED if ok else EpisodeStatus.FAILED,
+                    None if ok else "the policy gave up",
+                )
             if isinstance(action, Answer):
                 episode = episode.model_copy(update={"answer": action.text})
                 return self._finish(episode, EpisodeStatus.SUCCEEDED)

@@ -105,8 +105,9 @@ class JobStore:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
 
-    def create(self, kind: str, *, trigger: str, slot: str | None = None,
-               detail: dict[str, Any] | None = None) -> Job | None:  # fmt: skip
+    def create(
+        self, kind: str, *, trigger: str, slot: str | None = None, detail: dict[str, Any] | None = None
+    ) -> Job | None:
         """A queued job; None when the (kind, slot) pair already has one (another scheduler won)."""
         job = Job(
             uuid.uuid4().hex, kind, JobStatus.QUEUED.value, trigger, slot, utcnow(), detail=detail or {}
@@ -138,8 +139,14 @@ class JobStore:
         found = self.list(kind, status, limit=1)
         return found[0] if found else None
 
-    def update(self, job_id: str, *, status: str | None = None, reason: str | None = None,
-               detail: dict[str, Any] | None = None) -> Job:  # fmt: skip
+    def update(
+        self,
+        job_id: str,
+        *,
+        status: str | None = None,
+        reason: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> Job:
         """Change a job's status and merge ``detail`` into what it has."""
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(jobs).where(jobs.c.id == job_id).with_for_update()).first()
@@ -180,11 +187,16 @@ class JobStore:
             elif row.job_id == job_id or _aware(row.expires_at) <= now:
                 if row.job_id != job_id:
                     abandoned = row.job_id
-                conn.execute(sa.update(locks).where(locks.c.name == name)
-                             .values(job_id=job_id, owner=owner, expires_at=expires))  # fmt: skip
+                conn.execute(
+                    sa.update(locks)
+                    .where(locks.c.name == name)
+                    .values(job_id=job_id, owner=owner, expires_at=expires)
+                )
             else:
-                raise LockHeld(f"job {row.job_id} ({row.owner}) holds the {name} lock until "
-                               f"{_aware(row.expires_at):%Y-%m-%d %H:%M:%S} UTC")  # fmt: skip
+                raise LockHeld(
+                    f"job {row.job_id} ({row.owner}) holds the {name} lock until "
+                    f"{_aware(row.expires_at):%Y-%m-%d %H:%M:%S} UTC"
+                )
         if abandoned is None:
             return None
         try:
@@ -193,14 +205,20 @@ class JobStore:
             return None
         if not JobStatus(previous.status).finished:
             log.warning("job %s stopped renewing its lock: marking it failed", abandoned)
-            previous = self.update(abandoned, status=JobStatus.FAILED, reason="abandoned: its process stopped "
-                                   f"renewing the lock; taken over by job {job_id}")  # fmt: skip
+            previous = self.update(
+                abandoned,
+                status=JobStatus.FAILED,
+                reason=f"abandoned: its process stopped renewing the lock; taken over by job {job_id}",
+            )
         return previous
 
     def renew(self, name: str, job_id: str, *, ttl_s: float) -> None:
         with self.engine.begin() as conn:
-            done = conn.execute(sa.update(locks).where(locks.c.name == name, locks.c.job_id == job_id)
-                                .values(expires_at=utcnow() + timedelta(seconds=ttl_s)))  # fmt: skip
+            done = conn.execute(
+                sa.update(locks)
+                .where(locks.c.name == name, locks.c.job_id == job_id)
+                .values(expires_at=utcnow() + timedelta(seconds=ttl_s))
+            )
             conn.execute(sa.update(jobs).where(jobs.c.id == job_id).values(heartbeat_at=utcnow()))
         if not done.rowcount:
             raise JobError(f"job {job_id} lost the {name} lock")

@@ -143,8 +143,14 @@ class LocalModels:
 
         # A service's log is no place for a progress bar.
         transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-        policy = LocalPolicy(checkpoint, adapter_dir=adapter, model_version=name, prompt=self.prompt,
-                             sampling=self.sampling, device=self.device)  # fmt: skip
+        policy = LocalPolicy(
+            checkpoint,
+            adapter_dir=adapter,
+            model_version=name,
+            prompt=self.prompt,
+            sampling=self.sampling,
+            device=self.device,
+        )
         self._models[name] = policy
         self._paths[name] = policy.weights
 

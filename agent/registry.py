@@ -131,10 +131,20 @@ class ModelRegistry:
         self.engine = engine
 
     # -- versions -----------------------------------------------------------------------------------
-    def register(self, name: str, *, served_name: str | None = None, base: str | None = None,
-                 adapter: str | None = None, kind: str | None = None, parent: str | None = None,
-                 endpoint: str | None = None, state: str = State.CANDIDATE, info: dict[str, Any] | None = None,
-                 actor: str = "system") -> ModelVersion:  # fmt: skip
+    def register(
+        self,
+        name: str,
+        *,
+        served_name: str | None = None,
+        base: str | None = None,
+        adapter: str | None = None,
+        kind: str | None = None,
+        parent: str | None = None,
+        endpoint: str | None = None,
+        state: str = State.CANDIDATE,
+        info: dict[str, Any] | None = None,
+        actor: str = "system",
+    ) -> ModelVersion:
         kind = Kind(kind or (Kind.ADAPTER if adapter else Kind.FULL)).value
         if kind == Kind.ADAPTER and not (adapter and base):
             raise RegistryError("an adapter version needs both its base and its adapter")
@@ -142,8 +152,19 @@ class ModelRegistry:
         if "system_prompt" not in info and (text := saved_system_prompt(base, adapter)) is not None:
             info["system_prompt"] = text
         now = utcnow()
-        version = ModelVersion(name, served_name or name, base, adapter, State(state).value, now, info,
-                               kind, parent, endpoint, now)  # fmt: skip
+        version = ModelVersion(
+            name,
+            served_name or name,
+            base,
+            adapter,
+            State(state).value,
+            now,
+            info,
+            kind,
+            parent,
+            endpoint,
+            now,
+        )
         with self.engine.begin() as conn:
             if conn.execute(sa.select(versions.c.name).where(versions.c.name == name)).first():
                 raise RegistryError(f"model version {name!r} exists; versions are immutable")
@@ -189,8 +210,11 @@ class ModelRegistry:
         """Where the version is served (a blue/green engine's URL; None: the shared policy server)."""
         with self.engine.begin() as conn:
             self._get(conn, name)
-            conn.execute(sa.update(versions).where(versions.c.name == name)
-                         .values(endpoint=endpoint, updated_at=utcnow()))  # fmt: skip
+            conn.execute(
+                sa.update(versions)
+                .where(versions.c.name == name)
+                .values(endpoint=endpoint, updated_at=utcnow())
+            )
             self._event(conn, name, "endpoint", actor, {"endpoint": endpoint})
 
     # -- aliases ------------------------------------------------------------------------------------
@@ -231,8 +255,11 @@ class ModelRegistry:
                 sa.insert(aliases).values(alias=alias, version=version, previous=None, updated_at=utcnow())
             )
         elif current.version != version:
-            conn.execute(sa.update(aliases).where(aliases.c.alias == alias)
-                         .values(version=version, previous=current.version, updated_at=utcnow()))  # fmt: skip
+            conn.execute(
+                sa.update(aliases)
+                .where(aliases.c.alias == alias)
+                .values(version=version, previous=current.version, updated_at=utcnow())
+            )
         else:
             return str(current.previous) if current.previous else None
         self._event(
@@ -241,8 +268,15 @@ class ModelRegistry:
         return str(current.version) if current is not None else None
 
     # -- state changes ------------------------------------------------------------------------------
-    def promote(self, name: str, *, actor: str, alias: str = DEFAULT_ALIAS, force: bool = False,
-                detail: dict[str, Any] | None = None) -> str | None:  # fmt: skip
+    def promote(
+        self,
+        name: str,
+        *,
+        actor: str,
+        alias: str = DEFAULT_ALIAS,
+        force: bool = False,
+        detail: dict[str, Any] | None = None,
+    ) -> str | None:
         """Point ``alias`` at ``name``; for ``default`` the version becomes promoted and the one it
         replaces retired. Returns the version the alias pointed at before."""
         with self.engine.begin() as conn:
@@ -263,32 +297,44 @@ class ModelRegistry:
     def reject(self, name: str, *, actor: str, detail: dict[str, Any] | None = None) -> None:
         with self.engine.begin() as conn:
             self._get(conn, name)
-            serving = conn.execute(sa.select(aliases.c.alias).where(
-                aliases.c.version == name, aliases.c.alias == DEFAULT_ALIAS)).first()  # fmt: skip
+            serving = conn.execute(
+                sa.select(aliases.c.alias).where(aliases.c.version == name, aliases.c.alias == DEFAULT_ALIAS)
+            ).first()
             if serving is not None:
                 raise RegistryError(f"{name} is the default version: roll it back instead")
             self._state(conn, name, State.REJECTED, "rejected", actor, detail or {})
 
-    def rollback(self, alias: str = DEFAULT_ALIAS, *, actor: str = "system",
-                 detail: dict[str, Any] | None = None) -> str:  # fmt: skip
+    def rollback(
+        self, alias: str = DEFAULT_ALIAS, *, actor: str = "system", detail: dict[str, Any] | None = None
+    ) -> str:
         """Point the alias back where it was before its last move; return that version. For
         ``default``, the version rolled back from is rejected and the restored one promoted."""
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(aliases).where(aliases.c.alias == alias).with_for_update()).first()
             if row is None or row.previous is None:
                 raise RegistryError(f"alias {alias!r} has nothing to roll back to")
-            conn.execute(sa.update(aliases).where(aliases.c.alias == alias)
-                         .values(version=row.previous, previous=row.version, updated_at=utcnow()))  # fmt: skip
+            conn.execute(
+                sa.update(aliases)
+                .where(aliases.c.alias == alias)
+                .values(version=row.previous, previous=row.version, updated_at=utcnow())
+            )
             if alias == DEFAULT_ALIAS:
-                self._state(conn, row.version, State.REJECTED, "rolled_back", actor,
-                            {**(detail or {}), "restored": row.previous})  # fmt: skip
+                self._state(
+                    conn,
+                    row.version,
+                    State.REJECTED,
+                    "rolled_back",
+                    actor,
+                    {**(detail or {}), "restored": row.previous},
+                )
                 self._state(
                     conn, row.previous, State.PROMOTED, "restored", actor, {"rolled_back": row.version}
                 )
             return str(row.previous)
 
-    def _state(self, conn: sa.Connection, name: str, state: State, event: str, actor: str,
-               detail: dict[str, Any]) -> None:  # fmt: skip
+    def _state(
+        self, conn: sa.Connection, name: str, state: State, event: str, actor: str, detail: dict[str, Any]
+    ) -> None:
         conn.execute(
             sa.update(versions).where(versions.c.name == name).values(state=state.value, updated_at=utcnow())
         )
@@ -297,13 +343,20 @@ class ModelRegistry:
     # -- history ------------------------------------------------------------------------------------
     @staticmethod
     def _event(conn: sa.Connection, version: str, event: str, actor: str, detail: dict[str, Any]) -> None:
-        conn.execute(sa.insert(events).values(version=version, event=event, actor=actor[:256], at=utcnow(),
-                                              detail=detail))  # fmt: skip
+        conn.execute(
+            sa.insert(events).values(
+                version=version, event=event, actor=actor[:256], at=utcnow(), detail=detail
+            )
+        )
 
     @staticmethod
     def _last_reason(conn: sa.Connection, name: str) -> str:
-        row = conn.execute(sa.select(events.c.event, events.c.detail).where(events.c.version == name)
-                           .order_by(events.c.id.desc()).limit(1)).first()  # fmt: skip
+        row = conn.execute(
+            sa.select(events.c.event, events.c.detail)
+            .where(events.c.version == name)
+            .order_by(events.c.id.desc())
+            .limit(1)
+        ).first()
         if row is None:
             return "no reason recorded"
         reason = (row.detail or {}).get("reason")

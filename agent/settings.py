@@ -61,13 +61,27 @@ class AgentSettings(BaseSettings):
 
 # ``UIS1_*`` variables that are not settings: the vLLM CPU helper script's, the demo's model cache
 # and the test suite's.
-OTHER_VARIABLES = frozenset({
-    "UIS1_VLLM_VENV", "UIS1_VLLM_VERSION", "UIS1_VLLM_SCRATCH", "UIS1_VLLM_MAX_MODEL_LEN",
-    "UIS1_SERVED_MODEL_NAME", "UIS1_TEST_POSTGRES_URL", "UIS1_INTERCHANGE_DATA", "UIS1_CACHE_DIR",
-    # the operator's own hardware tests (deploy/README.md, "Validating your own hardware")
-    "UIS1_TEST_PHONE", "UIS1_TEST_PHONE_SERIAL", "UIS1_TEST_ADB_HOST", "UIS1_TEST_ADB_PORT",
-    "UIS1_TEST_GPU", "UIS1_TEST_VLLM_URL", "UIS1_TEST_VLLM_MODEL", "UIS1_TEST_VLLM_API_KEY",
-})  # fmt: skip
+OTHER_VARIABLES = frozenset(
+    {
+        "UIS1_VLLM_VENV",
+        "UIS1_VLLM_VERSION",
+        "UIS1_VLLM_SCRATCH",
+        "UIS1_VLLM_MAX_MODEL_LEN",
+        "UIS1_SERVED_MODEL_NAME",
+        "UIS1_TEST_POSTGRES_URL",
+        "UIS1_INTERCHANGE_DATA",
+        "UIS1_CACHE_DIR",
+        # the operator's own hardware tests (deploy/README.md, "Validating your own hardware")
+        "UIS1_TEST_PHONE",
+        "UIS1_TEST_PHONE_SERIAL",
+        "UIS1_TEST_ADB_HOST",
+        "UIS1_TEST_ADB_PORT",
+        "UIS1_TEST_GPU",
+        "UIS1_TEST_VLLM_URL",
+        "UIS1_TEST_VLLM_MODEL",
+        "UIS1_TEST_VLLM_API_KEY",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -315,14 +315,22 @@ class TrajectoryStore:
         """
         cutoff = (now or utcnow()) - timedelta(days=days)
         with self.engine.connect() as conn:
-            old = {r[0] for r in conn.execute(
-                sa.select(steps.c.screenshot_sha256).join(episodes, episodes.c.id == steps.c.episode_id)
-                .where(episodes.c.created_at < cutoff, steps.c.screenshot_sha256.is_not(None))
-            )}  # fmt: skip
-            recent = {r[0] for r in conn.execute(
-                sa.select(steps.c.screenshot_sha256).join(episodes, episodes.c.id == steps.c.episode_id)
-                .where(episodes.c.created_at >= cutoff, steps.c.screenshot_sha256.is_not(None))
-            )}  # fmt: skip
+            old = {
+                r[0]
+                for r in conn.execute(
+                    sa.select(steps.c.screenshot_sha256)
+                    .join(episodes, episodes.c.id == steps.c.episode_id)
+                    .where(episodes.c.created_at < cutoff, steps.c.screenshot_sha256.is_not(None))
+                )
+            }
+            recent = {
+                r[0]
+                for r in conn.execute(
+                    sa.select(steps.c.screenshot_sha256)
+                    .join(episodes, episodes.c.id == steps.c.episode_id)
+                    .where(episodes.c.created_at >= cutoff, steps.c.screenshot_sha256.is_not(None))
+                )
+            }
         return sum(self.screenshots.delete(digest) for digest in old - recent)
 
     # -- interchange ----------------------------------------------------------------------------

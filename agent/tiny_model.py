@@ -102,8 +102,18 @@ class TinyModelSpec:
 # The sizes the benchmarks and tests use: "tiny" (0.8 M parameters) for everything that only needs
 # the real code path, "small" (10.0 M: 7.9 M language model, 1.6 M vision tower) where a model has
 # to learn something on a CPU (benchmarks/learning.py).
-SMALL = TinyModelSpec(hidden=256, layers=8, heads=8, kv_heads=4, intermediate=1024, vision_depth=4,
-                      vision_hidden=128, vision_heads=4, vision_intermediate=512, init_std=0.02)  # fmt: skip
+SMALL = TinyModelSpec(
+    hidden=256,
+    layers=8,
+    heads=8,
+    kv_heads=4,
+    intermediate=1024,
+    vision_depth=4,
+    vision_hidden=128,
+    vision_heads=4,
+    vision_intermediate=512,
+    init_std=0.02,
+)
 MODEL_SIZES: dict[str, TinyModelSpec] = {"tiny": TinyModelSpec(), "small": SMALL}
 
 
@@ -274,9 +284,19 @@ def _build_config(spec: TinyModelSpec, tokenizer: Any) -> Any:
     )
     config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
     # Real checkpoints also carry the text fields at the top level, where older readers look.
-    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-                "intermediate_size", "max_position_embeddings", "rms_norm_eps", "bos_token_id", "eos_token_id",
-                "pad_token_id"):  # fmt: skip
+    for key in (
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+        "rms_norm_eps",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+    ):
         setattr(config, key, text[key])
     config.dtype = spec.dtype
     return config
@@ -302,13 +322,25 @@ def _save_processor(spec: TinyModelSpec, tokenizer: Any, out: Path) -> None:
     # torchvision (vLLM's) load it with AutoProcessor; ``agent.checkpoint.load_processor`` handles
     # hosts without. The video section is what Qwen2VLVideoProcessor saves for these sizes.
     video = {
-        "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
-        "do_sample_frames": False, "image_mean": list(image_processor.image_mean),
-        "image_std": list(image_processor.image_std), "max_frames": 768, "max_video_tokens": 128000,
-        "merge_size": 2, "min_frames": 4, "patch_size": 14, "resample": 3, "rescale_factor": 1 / 255,
-        "return_metadata": False, "size": {"longest_edge": spec.max_pixels * 2, "shortest_edge": spec.min_pixels},
-        "temporal_patch_size": 2, "video_processor_type": "Qwen2VLVideoProcessor",
-    }  # fmt: skip
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "do_sample_frames": False,
+        "image_mean": list(image_processor.image_mean),
+        "image_std": list(image_processor.image_std),
+        "max_frames": 768,
+        "max_video_tokens": 128000,
+        "merge_size": 2,
+        "min_frames": 4,
+        "patch_size": 14,
+        "resample": 3,
+        "rescale_factor": 1 / 255,
+        "return_metadata": False,
+        "size": {"longest_edge": spec.max_pixels * 2, "shortest_edge": spec.min_pixels},
+        "temporal_patch_size": 2,
+        "video_processor_type": "Qwen2VLVideoProcessor",
+    }
     _edit_json(out / "processor_config.json", processor_class="Qwen2_5_VLProcessor", video_processor=video)
     _edit_json(
         out / "tokenizer_config.json", tokenizer_class="Qwen2Tokenizer", drop=("is_local", "local_files_only")

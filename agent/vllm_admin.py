@@ -32,11 +32,13 @@ class VllmAdmin:
     def __init__(self, base_url: str, *, api_key: str | None = None, timeout_s: float = 300.0) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
-        self.client = httpx.Client(base_url=self.base_url, headers=headers,
-                                   timeout=httpx.Timeout(timeout_s, connect=5.0))  # fmt: skip
+        self.client = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=httpx.Timeout(timeout_s, connect=5.0)
+        )
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
-              params: dict[str, Any] | None = None) -> httpx.Response:  # fmt: skip
+    def _call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, params: dict[str, Any] | None = None
+    ) -> httpx.Response:
         try:
             response = self.client.request(method, path, json=body, params=params)
         except httpx.HTTPError as exc:

@@ -45,8 +45,9 @@ RESIZE = {"max_pixels": 64 * 28 * 28}
 
 
 def uis1(*args: str) -> None:
-    subprocess.run([str(Path(sys.executable).with_name("uis1")), *args, "--quiet"], check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [str(Path(sys.executable).with_name("uis1")), *args, "--quiet"], check=True, stdout=subprocess.DEVNULL
+    )
 
 
 def train_models(base: Path, work: Path) -> dict[str, Path]:
@@ -61,12 +62,32 @@ def train_models(base: Path, work: Path) -> dict[str, Path]:
         return sorted((work / name / "checkpoints").glob("step-*"))[-1]
 
     sim = {"kind": "sim", "tasks": ["wifi_on", "bluetooth_on", "airplane_mode_on"]}
-    sft = run("sft", {"model": str(base), "data": {"sources": [sim], "val_fraction": 0.0}, "optim": {"lr": 3e-3},
-                      "batch_size": 8, "epochs": 100, "max_steps": 60, "save_every": 60})  # fmt: skip
+    sft = run(
+        "sft",
+        {
+            "model": str(base),
+            "data": {"sources": [sim], "val_fraction": 0.0},
+            "optim": {"lr": 3e-3},
+            "batch_size": 8,
+            "epochs": 100,
+            "max_steps": 60,
+            "save_every": 60,
+        },
+    )
     other = {"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"]}
-    adapter = run("lora", {"model": str(sft), "data": {"sources": [other], "val_fraction": 0.0},
-                           "learner": {"lora": {"rank": 8, "alpha": 16}}, "optim": {"lr": 3e-3}, "batch_size": 8,
-                           "epochs": 50, "max_steps": 30, "save_every": 30})  # fmt: skip
+    adapter = run(
+        "lora",
+        {
+            "model": str(sft),
+            "data": {"sources": [other], "val_fraction": 0.0},
+            "learner": {"lora": {"rank": 8, "alpha": 16}},
+            "optim": {"lr": 3e-3},
+            "batch_size": 8,
+            "epochs": 50,
+            "max_steps": 30,
+            "save_every": 30,
+        },
+    )
     merged = merge_adapter(adapter, work / "merged")
     return {"sft": sft, "adapter": adapter, "merged": merged}
 
@@ -76,8 +97,13 @@ def start_vllm(model: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "UIS1_SERVED_MODEL_NAME": SERVED}
-    proc = subprocess.Popen([str(ROOT / "scripts" / "vllm-cpu"), "serve", str(model), "--port", str(port)],
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True, env=env)  # fmt: skip
+    proc = subprocess.Popen(
+        [str(ROOT / "scripts" / "vllm-cpu"), "serve", str(model), "--port", str(port)],
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -144,8 +170,13 @@ async def measure(
     registry.promote("sft", actor="bench")
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
     settings = VllmSettings(base_url=url, model=SERVED, timeout_s=120, max_connections=args.clients + 4)
-    controller = HotSwapController(store, registry, settings, prompt,
-                                   SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, hold_grace_s=0))  # fmt: skip
+    controller = HotSwapController(
+        store,
+        registry,
+        settings,
+        prompt,
+        SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, hold_grace_s=0),
+    )
     policy = VllmPolicy(settings, prompt=prompt)
     retries = RetryCounter()
     logging.getLogger("agent.vllm_policy").addHandler(retries)
@@ -154,8 +185,11 @@ async def measure(
     workers = [asyncio.create_task(worker(load, policy, registry, turns)) for _ in range(args.clients)]
     results = []
     await asyncio.sleep(args.warmup_s)
-    for label, action in (("adapter: sft -> lora", ("promote", "lora")), ("rollback: lora -> sft", ("rollback", None)),
-                          ("in place: sft -> merged", ("promote", "merged"))):  # fmt: skip
+    for label, action in (
+        ("adapter: sft -> lora", ("promote", "lora")),
+        ("rollback: lora -> sft", ("rollback", None)),
+        ("in place: sft -> merged", ("promote", "merged")),
+    ):
         before = len(load.done)
         start = time.monotonic()
         if action[0] == "promote":
@@ -166,12 +200,17 @@ async def measure(
         await asyncio.sleep(args.settle_s)
         during = [d for d in load.done[before:] if d[0] <= end]
         served = [d[1] for d in load.done if d[2] == result.version and d[0] >= start and d[3]]
-        results.append({
-            "swap": label, "path": result.path, "swap_s": round(end - start, 3),
-            "requests_during": len(during), "failed_during": sum(1 for d in during if not d[3]),
-            "retried_attempts": sum(1 for t in retries.times if start <= t <= end + args.settle_s),
-            "new_version_serving_after_s": round(min(served) - start, 3) if served else None,
-        })  # fmt: skip
+        results.append(
+            {
+                "swap": label,
+                "path": result.path,
+                "swap_s": round(end - start, 3),
+                "requests_during": len(during),
+                "failed_during": sum(1 for d in during if not d[3]),
+                "retried_attempts": sum(1 for t in retries.times if start <= t <= end + args.settle_s),
+                "new_version_serving_after_s": round(min(served) - start, 3) if served else None,
+            }
+        )
     load.stop = True
     await asyncio.gather(*workers)
     await policy.aclose()
@@ -194,8 +233,10 @@ def main() -> int:
     args = parser.parse_args()
     from agent.tiny_model import ensure_tiny_model
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}")  # fmt: skip
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}"
+    )
     work = Path(tempfile.mkdtemp(prefix="uis1-swap-bench-"))
     proc = None
     try:
@@ -218,8 +259,10 @@ def main() -> int:
     )
     for r in results[:-1]:
         after = "-" if r["new_version_serving_after_s"] is None else f"{r['new_version_serving_after_s']:.2f}"
-        print(f"{r['swap']:<26} {r['path']:<9} {r['swap_s']:>7.2f} {r['requests_during']:>9} "
-              f"{r['failed_during']:>7} {r['retried_attempts']:>8} {after:>19}")  # fmt: skip
+        print(
+            f"{r['swap']:<26} {r['path']:<9} {r['swap_s']:>7.2f} {r['requests_during']:>9} "
+            f"{r['failed_during']:>7} {r['retried_attempts']:>8} {after:>19}"
+        )
     print(f"whole run: {results[-1]['requests']} requests, {results[-1]['failed']} failed")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")

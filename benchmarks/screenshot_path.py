@@ -66,8 +66,10 @@ def main() -> None:
     )
     print(f"{'screen':<9} {'path':<24} {'KB/frame':>9} {'median':>9} {'p95':>9} {'frames/s':>9}")
     for r in results:
-        print(f"{r['screen']:<9} {r['path']:<24} {r['bytes'] / 1024:>9.0f} {r['median_ms']:>6.1f} ms "
-              f"{r['p95_ms']:>6.1f} ms {1000 / r['median_ms']:>9.1f}")  # fmt: skip
+        print(
+            f"{r['screen']:<9} {r['path']:<24} {r['bytes'] / 1024:>9.0f} {r['median_ms']:>6.1f} ms "
+            f"{r['p95_ms']:>6.1f} ms {1000 / r['median_ms']:>9.1f}"
+        )
     if args.json:
         print(
             json.dumps(
@@ -129,9 +131,15 @@ def run(fleet: SimFleet, device: Any, frames: int) -> list[dict[str, Any]]:
                 measured = sizes["transfer only (png)"]  # bytes on the wire: the PNG
             elif name == "driver raw":
                 measured = sizes["transfer only (raw)"]
-            results.append({"screen": screen, "path": name, "bytes": measured,
-                            "median_ms": statistics.median(values) * 1000,
-                            "p95_ms": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000})  # fmt: skip
+            results.append(
+                {
+                    "screen": screen,
+                    "path": name,
+                    "bytes": measured,
+                    "median_ms": statistics.median(values) * 1000,
+                    "p95_ms": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000,
+                }
+            )
     loop.close()
     return results
 

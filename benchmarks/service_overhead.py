@@ -69,17 +69,26 @@ def serve_policy(port: int, latency: float, steps: int) -> None:
             await asyncio.sleep(latency)
             text = DONE_ACTION if turns + 1 >= steps else HOME_ACTION
             payload: dict[str, Any] = {
-                "id": "bench", "object": "chat.completion", "model": "bench",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "id": "bench",
+                "object": "chat.completion",
+                "model": "bench",
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                ],
                 "usage": {"prompt_tokens": 2000, "completion_tokens": 24, "total_tokens": 2024},
-            }  # fmt: skip
+            }
         elif path == "/v1/models":
             payload = {"object": "list", "data": [{"id": "bench", "object": "model"}]}
         else:
             payload = {}
         data = json.dumps(payload).encode()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
         await send({"type": "http.response.body", "body": data})
 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
@@ -111,8 +120,9 @@ async def run_round(client: httpx.AsyncClient, n: int, steps: int, pid: int) -> 
     idle = rss_mib(pid)
     peak = idle
     started = time.monotonic()
-    responses = await asyncio.gather(*(client.post("/v1/tasks", json={"goal": f"bench {i}", "max_steps": steps + 2})
-                                       for i in range(n)))  # fmt: skip
+    responses = await asyncio.gather(
+        *(client.post("/v1/tasks", json={"goal": f"bench {i}", "max_steps": steps + 2}) for i in range(n))
+    )
     ids = []
     for response in responses:
         response.raise_for_status()
@@ -120,8 +130,10 @@ async def run_round(client: httpx.AsyncClient, n: int, steps: int, pid: int) -> 
     while True:  # two one-row queries a second: the benchmark's own load on the service stays small
         await asyncio.sleep(1.0)
         peak = max(peak, rss_mib(pid))
-        busy = [(await client.get("/v1/tasks", params={"status": s, "limit": 1})).json()["tasks"]
-                for s in ("pending", "running")]  # fmt: skip
+        busy = [
+            (await client.get("/v1/tasks", params={"status": s, "limit": 1})).json()["tasks"]
+            for s in ("pending", "running")
+        ]
         if not any(busy):
             break
         if time.monotonic() - started > 600 + 10 * steps:
@@ -150,17 +162,24 @@ async def run_round(client: httpx.AsyncClient, n: int, steps: int, pid: int) -> 
         episode_wall += end - begin
     per_step = episode_overhead / total_steps
     return {
-        "episodes": n, "steps": total_steps, "statuses": statuses,
+        "episodes": n,
+        "steps": total_steps,
+        "statuses": statuses,
         "steps_per_s": total_steps / (last - first),
         "overhead_ms_per_step": per_step * 1000,
         "overhead_share": episode_overhead / episode_wall,
         "in_step_overhead_p50_ms": pct(step_overhead, 0.5) * 1000,
         "in_step_overhead_p95_ms": pct(step_overhead, 0.95) * 1000,
-        "policy_p50_ms": pct(policy, 0.5) * 1000, "policy_p95_ms": pct(policy, 0.95) * 1000,
-        "device_p50_ms": pct(device, 0.5) * 1000, "device_p95_ms": pct(device, 0.95) * 1000,
-        "step_p50_ms": pct(walls, 0.5) * 1000, "step_p95_ms": pct(walls, 0.95) * 1000,
-        "rss_idle_mib": idle, "rss_peak_mib": peak, "rss_per_episode_mib": (peak - idle) / n,
-    }  # fmt: skip
+        "policy_p50_ms": pct(policy, 0.5) * 1000,
+        "policy_p95_ms": pct(policy, 0.95) * 1000,
+        "device_p50_ms": pct(device, 0.5) * 1000,
+        "device_p95_ms": pct(device, 0.95) * 1000,
+        "step_p50_ms": pct(walls, 0.5) * 1000,
+        "step_p95_ms": pct(walls, 0.95) * 1000,
+        "rss_idle_mib": idle,
+        "rss_peak_mib": peak,
+        "rss_per_episode_mib": (peak - idle) / n,
+    }
 
 
 def machine() -> str:
@@ -179,11 +198,19 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1080)
     parser.add_argument("--height", type=int, default=2400)
     parser.add_argument("--store-url", default=None, help="Default: SQLite in a temporary folder.")
-    parser.add_argument("--image-transport", choices=["resized", "original"], default="resized",
-                        help="UIS1_IMAGE_TRANSPORT of the service.")  # fmt: skip
+    parser.add_argument(
+        "--image-transport",
+        choices=["resized", "original"],
+        default="resized",
+        help="UIS1_IMAGE_TRANSPORT of the service.",
+    )
     parser.add_argument("--capture", choices=["png", "raw"], default="png", help="UIS1_SCREENSHOT_CAPTURE.")
-    parser.add_argument("--service-checkout", type=Path, default=None,
-                        help="Run the service from another checkout's packages (before/after comparisons).")  # fmt: skip
+    parser.add_argument(
+        "--service-checkout",
+        type=Path,
+        default=None,
+        help="Run the service from another checkout's packages (before/after comparisons).",
+    )
     parser.add_argument("--json", action="store_true", help="Print the results as JSON too.")
     parser.add_argument(
         "--serve-policy", nargs=3, metavar=("PORT", "LATENCY", "STEPS"), help=argparse.SUPPRESS
@@ -208,22 +235,40 @@ def main() -> None:
         for _ in range(max(rounds)):
             fleet.add(width=args.width, height=args.height)
         policy_port, api_port = free_port(), free_port()
-        processes.append(subprocess.Popen([sys.executable, __file__, "--serve-policy", str(policy_port),
-                                           str(args.policy_latency), str(args.steps)]))  # fmt: skip
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--serve-policy",
+                    str(policy_port),
+                    str(args.policy_latency),
+                    str(args.steps),
+                ]
+            )
+        )
         uis1 = str(Path(sys.executable).with_name("uis1"))
         key_line = subprocess.run(
             [uis1, "keys", "generate", "bench"], capture_output=True, text=True, check=True
         )
         (workdir / "keys").write_text(key_line.stdout)
         env = {k: v for k, v in os.environ.items() if not k.startswith("UIS1_")}
-        env.update({
-            "UIS1_STORE__URL": args.store_url or f"sqlite:///{workdir / 'store.db'}",
-            "UIS1_STORE__SCREENSHOT_DIR": str(workdir / "screenshots"), "UIS1_PORT": str(api_port),
-            "UIS1_API_KEYS_FILE": str(workdir / "keys"), "UIS1_ADB_SERVERS": f'["127.0.0.1:{adb.port}"]',
-            "UIS1_POLICY__BASE_URL": f"http://127.0.0.1:{policy_port}", "UIS1_POLICY__MODEL": "bench",
-            "UIS1_IMAGE_TRANSPORT": args.image_transport, "UIS1_SCREENSHOT_CAPTURE": args.capture,
-            "UIS1_EPISODE__SETTLE_S": "0", "UIS1_MAX_QUEUE": "1000", "UIS1_READINESS_CHECKS": '["database"]',
-        })  # fmt: skip
+        env.update(
+            {
+                "UIS1_STORE__URL": args.store_url or f"sqlite:///{workdir / 'store.db'}",
+                "UIS1_STORE__SCREENSHOT_DIR": str(workdir / "screenshots"),
+                "UIS1_PORT": str(api_port),
+                "UIS1_API_KEYS_FILE": str(workdir / "keys"),
+                "UIS1_ADB_SERVERS": f'["127.0.0.1:{adb.port}"]',
+                "UIS1_POLICY__BASE_URL": f"http://127.0.0.1:{policy_port}",
+                "UIS1_POLICY__MODEL": "bench",
+                "UIS1_IMAGE_TRANSPORT": args.image_transport,
+                "UIS1_SCREENSHOT_CAPTURE": args.capture,
+                "UIS1_EPISODE__SETTLE_S": "0",
+                "UIS1_MAX_QUEUE": "1000",
+                "UIS1_READINESS_CHECKS": '["database"]',
+            }
+        )
         if args.service_checkout is not None:
             env["PYTHONPATH"] = str(args.service_checkout.resolve())
         log = (workdir / "service.log").open("wb")
@@ -245,8 +290,9 @@ def main() -> None:
 
         async def measure() -> None:
             limits = httpx.Limits(max_connections=64)
-            async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"},
-                                         timeout=60, limits=limits) as client:  # fmt: skip
+            async with httpx.AsyncClient(
+                base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60, limits=limits
+            ) as client:
                 for n in rounds:
                     for device in fleet.devices:
                         device.phone.reset()
@@ -265,25 +311,42 @@ def main() -> None:
             device.adbd.stop()
         adb.stop()
 
-    print(f"\nservice overhead, policy stand-in at {args.policy_latency * 1000:.0f} ms, {args.steps} steps per "
-          f"episode, phones {args.width}x{args.height}, images {args.image_transport}, capture {args.capture} "
-          f"({machine()})")  # fmt: skip
-    header = (f"{'episodes':>8} {'steps/s':>8} {'overhead/step':>14} {'share':>6} {'in-step p50':>11} "
-              f"{'p95':>7} {'policy p50':>10} {'device p50':>10} {'p95':>7} {'step p50':>8} {'p95':>7} "
-              f"{'RSS peak':>9} {'/episode':>9}")  # fmt: skip
+    print(
+        f"\nservice overhead, policy stand-in at {args.policy_latency * 1000:.0f} ms, {args.steps} steps per "
+        f"episode, phones {args.width}x{args.height}, images {args.image_transport}, capture {args.capture} "
+        f"({machine()})"
+    )
+    header = (
+        f"{'episodes':>8} {'steps/s':>8} {'overhead/step':>14} {'share':>6} {'in-step p50':>11} "
+        f"{'p95':>7} {'policy p50':>10} {'device p50':>10} {'p95':>7} {'step p50':>8} {'p95':>7} "
+        f"{'RSS peak':>9} {'/episode':>9}"
+    )
     print(header)
     for r in results:
-        print(f"{r['episodes']:>8} {r['steps_per_s']:>8.2f} {r['overhead_ms_per_step']:>11.1f} ms "
-              f"{r['overhead_share'] * 100:>5.1f}% {r['in_step_overhead_p50_ms']:>8.1f} ms "
-              f"{r['in_step_overhead_p95_ms']:>4.0f} ms {r['policy_p50_ms']:>7.0f} ms {r['device_p50_ms']:>7.0f} ms "
-              f"{r['device_p95_ms']:>4.0f} ms {r['step_p50_ms']:>5.0f} ms {r['step_p95_ms']:>4.0f} ms "
-              f"{r['rss_peak_mib']:>5.0f} MiB {r['rss_per_episode_mib']:>5.1f} MiB")  # fmt: skip
+        print(
+            f"{r['episodes']:>8} {r['steps_per_s']:>8.2f} {r['overhead_ms_per_step']:>11.1f} ms "
+            f"{r['overhead_share'] * 100:>5.1f}% {r['in_step_overhead_p50_ms']:>8.1f} ms "
+            f"{r['in_step_overhead_p95_ms']:>4.0f} ms {r['policy_p50_ms']:>7.0f} ms {r['device_p50_ms']:>7.0f} ms "
+            f"{r['device_p95_ms']:>4.0f} ms {r['step_p50_ms']:>5.0f} ms {r['step_p95_ms']:>4.0f} ms "
+            f"{r['rss_peak_mib']:>5.0f} MiB {r['rss_per_episode_mib']:>5.1f} MiB"
+        )
         if set(r["statuses"]) != {"succeeded"}:
             print(f"{'':>8} statuses: {r['statuses']}")
     if args.json:
-        print(json.dumps({"machine": machine(), "policy_latency_s": args.policy_latency, "steps": args.steps,
-                          "image_transport": args.image_transport, "capture": args.capture,
-                          "screen": [args.width, args.height], "rounds": results}, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "machine": machine(),
+                    "policy_latency_s": args.policy_latency,
+                    "steps": args.steps,
+                    "image_transport": args.image_transport,
+                    "capture": args.capture,
+                    "screen": [args.width, args.height],
+                    "rounds": results,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

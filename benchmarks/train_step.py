@@ -38,35 +38,56 @@ PHASES = ("rollout_s", "old_logprob_s", "ref_logprob_s", "update_s")
 def machine() -> dict[str, Any]:
     import torch
 
-    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}  # fmt: skip
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
 
 
 def rl_config(args: argparse.Namespace, model: Path, learner: str, out: Path, *, single_turn: bool) -> Any:
     from train.config import RLConfig
 
     # The code-form reward: the paper form scores an untrained model 0 everywhere (same work).
-    rollout: dict[str, Any] = {"n": args.n, "max_new_tokens": args.max_new_tokens, "reward": "code",
-                               "patch": {"threshold": args.threshold}}  # fmt: skip
+    rollout: dict[str, Any] = {
+        "n": args.n,
+        "max_new_tokens": args.max_new_tokens,
+        "reward": "code",
+        "patch": {"threshold": args.threshold},
+    }
     advantage: dict[str, Any] = {}
     if single_turn:  # offline RL: every prompt holds the expert's history; plain per-prompt GRPO
         rollout["history"] = "expert"
         advantage = {"gamma": 0.0, "episode": "none"}
-    return RLConfig.model_validate({
-        "model": model, "output_dir": out, "seed": args.seed,
-        "data": {"sources": [{"kind": "sim", "tasks": args.tasks, "seeds": [0]}], "val_fraction": 0.0},
-        "rollout": rollout, "advantage": advantage, "dynamic_sampling": {"enabled": False},
-        "learner": {"backend": learner, "device": args.device}, "optim": {"lr": args.lr},
-        "resize": {"max_pixels": args.image_tokens * 28 * 28},
-        "tasks_per_step": args.tasks_per_step, "mini_batches": args.mini_batches,
-        "max_steps": args.steps, "epochs": 1000, "save_every": 1 << 20, "eval_every": None,
-        "log_entropy": True,  # TRL computes the entropy of every completion token too
-    })  # fmt: skip
+    return RLConfig.model_validate(
+        {
+            "model": model,
+            "output_dir": out,
+            "seed": args.seed,
+            "data": {"sources": [{"kind": "sim", "tasks": args.tasks, "seeds": [0]}], "val_fraction": 0.0},
+            "rollout": rollout,
+            "advantage": advantage,
+            "dynamic_sampling": {"enabled": False},
+            "learner": {"backend": learner, "device": args.device},
+            "optim": {"lr": args.lr},
+            "resize": {"max_pixels": args.image_tokens * 28 * 28},
+            "tasks_per_step": args.tasks_per_step,
+            "mini_batches": args.mini_batches,
+            "max_steps": args.steps,
+            "epochs": 1000,
+            "save_every": 1 << 20,
+            "eval_every": None,
+            "log_entropy": True,  # TRL computes the entropy of every completion token too
+        }
+    )
 
 
-def run_once(args: argparse.Namespace, model: Path, learner: str, out: Path, *, single_turn: bool = False
-             ) -> list[dict[str, Any]]:  # fmt: skip
+def run_once(
+    args: argparse.Namespace, model: Path, learner: str, out: Path, *, single_turn: bool = False
+) -> list[dict[str, Any]]:
     from train.rl import train_rl
     from train.tracking import read_metrics
 
@@ -122,19 +143,44 @@ def run_trl(args: argparse.Namespace, model: Path, out: Path) -> list[dict[str, 
 
     samples = prompts_per_step * args.n
     grpo = GRPOConfig(
-        output_dir=str(out), use_cpu=args.device in ("auto", "cpu") and not torch.cuda.is_available(),
-        per_device_train_batch_size=samples // args.mini_batches, gradient_accumulation_steps=1,
-        steps_per_generation=args.mini_batches, num_generations=args.n, max_completion_length=args.max_new_tokens,
-        num_iterations=1, beta=config.loss.kl_beta, epsilon=config.loss.clip_low, loss_type="dapo",
-        temperature=1.0, top_p=1.0, top_k=0, learning_rate=args.lr, lr_scheduler_type="constant",
-        weight_decay=config.optim.weight_decay, max_grad_norm=config.optim.grad_clip,
-        adam_beta1=config.optim.betas[0], adam_beta2=config.optim.betas[1],
-        gradient_checkpointing=False, bf16=False, shuffle_dataset=False, max_steps=args.steps * args.mini_batches,
-        logging_steps=1, report_to=[], save_strategy="no", seed=args.seed, disable_tqdm=args.quiet,
-    )  # fmt: skip
+        output_dir=str(out),
+        use_cpu=args.device in ("auto", "cpu") and not torch.cuda.is_available(),
+        per_device_train_batch_size=samples // args.mini_batches,
+        gradient_accumulation_steps=1,
+        steps_per_generation=args.mini_batches,
+        num_generations=args.n,
+        max_completion_length=args.max_new_tokens,
+        num_iterations=1,
+        beta=config.loss.kl_beta,
+        epsilon=config.loss.clip_low,
+        loss_type="dapo",
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        weight_decay=config.optim.weight_decay,
+        max_grad_norm=config.optim.grad_clip,
+        adam_beta1=config.optim.betas[0],
+        adam_beta2=config.optim.betas[1],
+        gradient_checkpointing=False,
+        bf16=False,
+        shuffle_dataset=False,
+        max_steps=args.steps * args.mini_batches,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        seed=args.seed,
+        disable_tqdm=args.quiet,
+    )
     processor = load_processor(model, prompt.resize)
-    trainer = GRPOTrainer(model=load_model(model, dtype="float32", device="cpu"), reward_funcs=[reward],
-                          args=grpo, train_dataset=Dataset.from_list(rows), processing_class=processor)  # fmt: skip
+    trainer = GRPOTrainer(
+        model=load_model(model, dtype="float32", device="cpu"),
+        reward_funcs=[reward],
+        args=grpo,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=processor,
+    )
     phases: dict[str, list[float]] = {"generate": [], "step": []}
     generate = trainer._generate_and_score_completions
 
@@ -160,8 +206,15 @@ def run_trl(args: argparse.Namespace, model: Path, out: Path) -> list[dict[str, 
     for i in range(args.steps):
         step_s = sum(phases["step"][i * args.mini_batches : (i + 1) * args.mini_batches])
         length = float(logs[i]["completions/mean_length"]) if i < len(logs) else 0.0  # one per generation
-        result.append({"step": i + 1, "rollout_s": phases["generate"][i], "update_s": step_s - phases["generate"][i],
-                       "samples": samples, "tokens": length * samples})  # fmt: skip
+        result.append(
+            {
+                "step": i + 1,
+                "rollout_s": phases["generate"][i],
+                "update_s": step_s - phases["generate"][i],
+                "samples": samples,
+                "tokens": length * samples,
+            }
+        )
     return result
 
 
@@ -171,8 +224,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, float]:
         k: statistics.fmean(r[k] for r in measured) for k in (*PHASES, "tokens", "samples", "rollout_steps")
     }
     total = sum(mean[k] for k in PHASES)
-    return {**mean, "step_s": total, "steps_per_s": 1 / total if total else 0.0,
-            "update_tokens_per_s": mean["tokens"] / mean["update_s"] if mean["update_s"] else 0.0}  # fmt: skip
+    return {
+        **mean,
+        "step_s": total,
+        "steps_per_s": 1 / total if total else 0.0,
+        "update_tokens_per_s": mean["tokens"] / mean["update_s"] if mean["update_s"] else 0.0,
+    }
 
 
 def table(name: str, rows: list[dict[str, Any]], summary: dict[str, float]) -> str:
@@ -180,27 +237,39 @@ def table(name: str, rows: list[dict[str, Any]], summary: dict[str, float]) -> s
     lines = [f"== learner: {name}", head]
     for r in rows:
         total = sum(r[k] for k in PHASES)
-        lines.append(f"{r['step']:>6} {r['rollout_s']:>8.2f}s {r['old_logprob_s']:>7.2f}s {r['ref_logprob_s']:>7.2f}s "
-                     f"{r['update_s']:>7.2f}s {total:>7.2f}s {r['samples']:>8} {int(r['tokens']):>7}")  # fmt: skip
+        lines.append(
+            f"{r['step']:>6} {r['rollout_s']:>8.2f}s {r['old_logprob_s']:>7.2f}s {r['ref_logprob_s']:>7.2f}s "
+            f"{r['update_s']:>7.2f}s {total:>7.2f}s {r['samples']:>8} {int(r['tokens']):>7}"
+        )
     s = summary
     share = {k: 100 * s[k] / s["step_s"] if s["step_s"] else 0.0 for k in PHASES}
-    lines.append(f"{'mean':>6} {s['rollout_s']:>8.2f}s {s['old_logprob_s']:>7.2f}s {s['ref_logprob_s']:>7.2f}s "
-                 f"{s['update_s']:>7.2f}s {s['step_s']:>7.2f}s {s['samples']:>8.1f} {s['tokens']:>7.0f}")  # fmt: skip
-    lines.append(f"{'share':>6} {share['rollout_s']:>8.1f}% {share['old_logprob_s']:>7.1f}% "
-                 f"{share['ref_logprob_s']:>7.1f}% {share['update_s']:>7.1f}%")  # fmt: skip
-    lines.append(f"steps/s {s['steps_per_s']:.3f}   update tokens/s {s['update_tokens_per_s']:.1f}   "
-                 f"rollout steps per rollout {s['rollout_steps']:.1f}")  # fmt: skip
+    lines.append(
+        f"{'mean':>6} {s['rollout_s']:>8.2f}s {s['old_logprob_s']:>7.2f}s {s['ref_logprob_s']:>7.2f}s "
+        f"{s['update_s']:>7.2f}s {s['step_s']:>7.2f}s {s['samples']:>8.1f} {s['tokens']:>7.0f}"
+    )
+    lines.append(
+        f"{'share':>6} {share['rollout_s']:>8.1f}% {share['old_logprob_s']:>7.1f}% "
+        f"{share['ref_logprob_s']:>7.1f}% {share['update_s']:>7.1f}%"
+    )
+    lines.append(
+        f"steps/s {s['steps_per_s']:.3f}   update tokens/s {s['update_tokens_per_s']:.1f}   "
+        f"rollout steps per rollout {s['rollout_steps']:.1f}"
+    )
     return "\n".join(lines)
 
 
 def compare_table(size: str, ours: dict[str, float], trl: dict[str, float]) -> str:
-    head = (f"{'trainer':<22} {'generate+score+logp':>20} {'update':>8} {'step':>8} {'steps/s':>8} "
-            f"{'samples/s':>10} {'tokens/s':>9}")  # fmt: skip
+    head = (
+        f"{'trainer':<22} {'generate+score+logp':>20} {'update':>8} {'step':>8} {'steps/s':>8} "
+        f"{'samples/s':>10} {'tokens/s':>9}"
+    )
     lines = [f"== single-turn GRPO, model {size}", head]
     for name, s in (("this trainer", ours), ("TRL GRPOTrainer", trl)):
         generate = s["step_s"] - s["update_s"]
-        lines.append(f"{name:<22} {generate:>19.2f}s {s['update_s']:>7.2f}s {s['step_s']:>7.2f}s "
-                     f"{1 / s['step_s']:>8.3f} {s['samples'] / s['step_s']:>10.2f} {s['tokens'] / s['step_s']:>9.1f}")  # fmt: skip
+        lines.append(
+            f"{name:<22} {generate:>19.2f}s {s['update_s']:>7.2f}s {s['step_s']:>7.2f}s "
+            f"{1 / s['step_s']:>8.3f} {s['samples'] / s['step_s']:>10.2f} {s['tokens'] / s['step_s']:>9.1f}"
+        )
     lines.append(f"ratio (TRL step time / this trainer's): {trl['step_s'] / ours['step_s']:.2f}")
     return "\n".join(lines)
 
@@ -222,8 +291,13 @@ def main() -> int:
         "--trl", action="store_true", help="the single-turn GRPO run, this trainer against TRL's"
     )
     parser.add_argument("--steps", type=int, default=3, help="training steps per learner (first is warm-up)")
-    parser.add_argument("--model-size", nargs="+", choices=("tiny", "small"), default=["tiny"],
-                        help="built from config: tiny (0.8 M parameters) or small (10 M)")  # fmt: skip
+    parser.add_argument(
+        "--model-size",
+        nargs="+",
+        choices=("tiny", "small"),
+        default=["tiny"],
+        help="built from config: tiny (0.8 M parameters) or small (10 M)",
+    )
     parser.add_argument("--model", type=Path, help="a checkpoint to start from instead of --model-size")
     parser.add_argument("--tasks", nargs="+", default=["wifi_on", "bluetooth_on", "airplane_mode_on"])
     parser.add_argument("--tasks-per-step", type=int, default=2)
@@ -248,8 +322,10 @@ def main() -> int:
     )
     info = machine()
     print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
-    print(f"{len(args.tasks)} tasks, {args.tasks_per_step} per step, n={args.n}, ε={args.threshold}, "
-          f"{args.image_tokens} image tokens, {args.max_new_tokens} new tokens at most")  # fmt: skip
+    print(
+        f"{len(args.tasks)} tasks, {args.tasks_per_step} per step, n={args.n}, ε={args.threshold}, "
+        f"{args.image_tokens} image tokens, {args.max_new_tokens} new tokens at most"
+    )
     learners = ("torch", "deepspeed") if args.learner == "both" else (args.learner,)
     results: dict[str, Any] = {"machine": info, "args": {k: str(v) for k, v in vars(args).items()}}
     with tempfile.TemporaryDirectory(prefix="uis1-bench-") as tmp:
@@ -260,9 +336,11 @@ def main() -> int:
                 trl = run_trl(args, model, Path(tmp) / f"{size}-trl")
                 pair = (summarize(ours), summarize_trl(trl))
                 print(compare_table(size, *pair), flush=True)
-                results[f"{size}/single_turn"] = {"this": {"steps": ours, "mean": pair[0]},
-                                                  "trl": {"steps": trl, "mean": pair[1]},
-                                                  "ratio": pair[1]["step_s"] / pair[0]["step_s"]}  # fmt: skip
+                results[f"{size}/single_turn"] = {
+                    "this": {"steps": ours, "mean": pair[0]},
+                    "trl": {"steps": trl, "mean": pair[1]},
+                    "ratio": pair[1]["step_s"] / pair[0]["step_s"],
+                }
                 continue
             for name in learners:
                 rows = run_once(args, model, name, Path(tmp) / f"{size}-{name}")

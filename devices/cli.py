@@ -11,8 +11,11 @@ import typer
 
 from devices.adb_server import default_port, default_server
 
-app = typer.Typer(help="Android devices on adb servers: list, connect, disconnect.", no_args_is_help=True,
-                  add_completion=False)  # fmt: skip
+app = typer.Typer(
+    help="Android devices on adb servers: list, connect, disconnect.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 # `uis1 sim ...` (its own entry point, so the simulator is one word away).
 sim_app = typer.Typer(
     help="Simulated phones behind a real adb server.", no_args_is_help=True, add_completion=False

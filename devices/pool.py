@@ -305,12 +305,18 @@ class DevicePool:
             while True:
                 self._expire_leases(self._clock())
                 candidates = [d for d in self.devices.values() if self._matches(d, serial, model, wanted)]
-                free = sorted((d for d in candidates if d.available and d.serial not in exclude),
-                              key=lambda d: (d.failures, d.serial))  # fmt: skip
+                free = sorted(
+                    (d for d in candidates if d.available and d.serial not in exclude),
+                    key=lambda d: (d.failures, d.serial),
+                )
                 if free:
                     device = free[0]
-                    lease = Lease(uuid.uuid4().hex, device.serial, holder,
-                                  self._clock() + (ttl_s or self.settings.lease_ttl_s))  # fmt: skip
+                    lease = Lease(
+                        uuid.uuid4().hex,
+                        device.serial,
+                        holder,
+                        self._clock() + (ttl_s or self.settings.lease_ttl_s),
+                    )
                     device.lease = lease
                     self._emit(PoolEvent("leased", device.serial, device.state, holder))
                     return lease

@@ -28,8 +28,13 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return run_dir / "checkpoints" / f"step-{step:06d}"
 
 
-def save_checkpoint(run_dir: Path, step: int, policy: PolicyModel, record: dict[str, Any],
-                    write_state: Callable[[Path], None] | None = None) -> Path:  # fmt: skip
+def save_checkpoint(
+    run_dir: Path,
+    step: int,
+    policy: PolicyModel,
+    record: dict[str, Any],
+    write_state: Callable[[Path], None] | None = None,
+) -> Path:
     """``write_state(dir)`` adds the resume state inside the checkpoint before it appears, so
     weights and state always belong to the same step, wherever a crash lands."""
     out = checkpoint_dir(run_dir, step)

@@ -8,8 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
-app = typer.Typer(help="Train and evaluate the policy (SFT, semi-online RL, SOP).", no_args_is_help=True,
-                  add_completion=False)  # fmt: skip
+app = typer.Typer(
+    help="Train and evaluate the policy (SFT, semi-online RL, SOP).",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 ConfigOption = Annotated[
     Path, typer.Option("--config", "-c", exists=True, dir_okay=False, help="YAML, TOML or JSON.")
@@ -49,8 +52,12 @@ def config_error(path: Path, exc: Exception) -> str:
 
 
 @app.command("sft")
-def sft(config: ConfigOption, output_dir: OutputOption = None, max_steps: StepsOption = None,
-        quiet: QuietOption = False) -> None:  # fmt: skip
+def sft(
+    config: ConfigOption,
+    output_dir: OutputOption = None,
+    max_steps: StepsOption = None,
+    quiet: QuietOption = False,
+) -> None:
     """Supervised fine-tuning on expert trajectories (resumes from the last checkpoint)."""
     from train.sft import train_sft
 
@@ -59,8 +66,12 @@ def sft(config: ConfigOption, output_dir: OutputOption = None, max_steps: StepsO
 
 
 @app.command("rl")
-def rl(config: ConfigOption, output_dir: OutputOption = None, max_steps: StepsOption = None,
-       quiet: QuietOption = False) -> None:  # fmt: skip
+def rl(
+    config: ConfigOption,
+    output_dir: OutputOption = None,
+    max_steps: StepsOption = None,
+    quiet: QuietOption = False,
+) -> None:
     """Semi-online RL with patching (resumes from the last checkpoint)."""
     from train.rl import train_rl
 
@@ -106,8 +117,9 @@ def show(checkpoint: Annotated[Path, typer.Argument(exists=True, file_okay=False
     typer.echo(json.dumps(read_record(checkpoint), indent=2))
 
 
-retrain_app = typer.Typer(help="Curate new traffic, retrain from the promoted version, register a candidate.",
-                          add_completion=False)  # fmt: skip
+retrain_app = typer.Typer(
+    help="Curate new traffic, retrain from the promoted version, register a candidate.", add_completion=False
+)
 
 
 @retrain_app.command("retrain")
@@ -144,7 +156,15 @@ def retrain(
         typer.echo(f"{config}: valid (stages {', '.join(settings.stages)}, work_dir {settings.work_dir})")
         return
     job = run(settings, job_id=job_id, trigger=trigger, progress=not quiet)
-    typer.echo(json.dumps({"job": job.id, "status": job.status, "reason": job.reason,
-                           "candidate": job.detail.get("candidate")}))  # fmt: skip
+    typer.echo(
+        json.dumps(
+            {
+                "job": job.id,
+                "status": job.status,
+                "reason": job.reason,
+                "candidate": job.detail.get("candidate"),
+            }
+        )
+    )
     if job.status == "failed":
         raise typer.Exit(1)

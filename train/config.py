@@ -199,8 +199,11 @@ def _relative_to(config: Any, base: Path) -> Any:
             updates[name] = (base / value).resolve()
     sources = []
     for source in config.data.sources:
-        fixes = {k: (base / v).resolve() for k in ("path", "images", "screenshot_dir")
-                 if isinstance(v := getattr(source, k, None), Path) and not v.is_absolute()}  # fmt: skip
+        fixes = {
+            k: (base / v).resolve()
+            for k in ("path", "images", "screenshot_dir")
+            if isinstance(v := getattr(source, k, None), Path) and not v.is_absolute()
+        }
         sources.append(source.model_copy(update=fixes))
     updates["data"] = config.data.model_copy(update={"sources": sources})
     return config.model_copy(update=updates)

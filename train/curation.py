@@ -121,8 +121,17 @@ def expert_steps(episode: Episode) -> tuple[list[Step], str | None]:
         thought = step.thought
         if thought is None and step.source is StepSource.POLICY and step.raw_response:
             thought = (first_tag(step.raw_response, "think") or "").strip() or None
-        out.append(step.model_copy(update={"expert": label, "thought": thought, "index": len(out),
-                                           "raw_response": None, "extra": {}}))  # fmt: skip
+        out.append(
+            step.model_copy(
+                update={
+                    "expert": label,
+                    "thought": thought,
+                    "index": len(out),
+                    "raw_response": None,
+                    "extra": {},
+                }
+            )
+        )
     return out, cut
 
 
@@ -132,8 +141,13 @@ def _dedupe_key(episode: Episode) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def curate(episodes: Iterable[Episode], out_dir: Path, settings: CurationSettings | None = None, *,
-           previous: dict[str, Any] | None = None) -> CuratedSet:  # fmt: skip
+def curate(
+    episodes: Iterable[Episode],
+    out_dir: Path,
+    settings: CurationSettings | None = None,
+    *,
+    previous: dict[str, Any] | None = None,
+) -> CuratedSet:
     """Curate ``episodes`` (oldest first) into ``out_dir``. ``previous`` is the manifest of the last
     curated set: the new manifest says how many training episodes it did not have."""
     s = settings or CurationSettings()
@@ -150,8 +164,11 @@ def curate(episodes: Iterable[Episode], out_dir: Path, settings: CurationSetting
             dropped["not finished"] += 1
             continue
         if not trusted(episode, s):
-            dropped["no trusted label" if label_source(episode) is None else
-                    f"untrusted label ({label_source(episode)})"] += 1  # fmt: skip
+            dropped[
+                "no trusted label"
+                if label_source(episode) is None
+                else f"untrusted label ({label_source(episode)})"
+            ] += 1
             continue
         if not episode.is_successful and not s.use_corrections:
             dropped["failed"] += 1
@@ -166,8 +183,13 @@ def curate(episodes: Iterable[Episode], out_dir: Path, settings: CurationSetting
             dropped["too few usable steps"] += 1
             continue
         kind = "successful" if episode.is_successful else "corrected"
-        expert = episode.model_copy(update={"steps": steps, "extra": {}, "labels": {
-            **episode.labels, "source_episode": episode.id, "curated_as": kind}})  # fmt: skip
+        expert = episode.model_copy(
+            update={
+                "steps": steps,
+                "extra": {},
+                "labels": {**episode.labels, "source_episode": episode.id, "curated_as": kind},
+            }
+        )
         key = _dedupe_key(expert)
         if key in seen:
             dropped["duplicate"] += 1
@@ -186,15 +208,27 @@ def curate(episodes: Iterable[Episode], out_dir: Path, settings: CurationSetting
     before = set((previous or {}).get("episodes", {}).get("train", []))
     train_ids = [e.labels["source_episode"] for e in train]
     manifest = {
-        "created_at": utcnow().isoformat(), "settings": s.model_dump(), "considered": considered,
-        "train": len(train), "holdout": len(holdout), "steps": sum(len(e.steps) for e in train),
-        "new_train": len([i for i in train_ids if i not in before]), "label_sources": dict(sources),
-        "dropped": dict(dropped), "cut": dict(cuts), "files": files,
+        "created_at": utcnow().isoformat(),
+        "settings": s.model_dump(),
+        "considered": considered,
+        "train": len(train),
+        "holdout": len(holdout),
+        "steps": sum(len(e.steps) for e in train),
+        "new_train": len([i for i in train_ids if i not in before]),
+        "label_sources": dict(sources),
+        "dropped": dict(dropped),
+        "cut": dict(cuts),
+        "files": files,
         "episodes": {"train": train_ids, "holdout": [e.labels["source_episode"] for e in holdout]},
-    }  # fmt: skip
+    }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    log.info("curated %d training and %d held-out episodes from %d (%d new)", len(train), len(holdout),
-             considered, manifest["new_train"])  # fmt: skip
+    log.info(
+        "curated %d training and %d held-out episodes from %d (%d new)",
+        len(train),
+        len(holdout),
+        considered,
+        manifest["new_train"],
+    )
     return CuratedSet(out_dir, train, holdout, manifest)
 
 
@@ -204,8 +238,15 @@ def _record(episode: Episode) -> dict[str, Any]:
     return record
 
 
-def curate_store(url: str, screenshot_dir: Path, out_dir: Path, settings: CurationSettings | None = None, *,
-                 previous: dict[str, Any] | None = None, since: datetime | None = None) -> CuratedSet:  # fmt: skip
+def curate_store(
+    url: str,
+    screenshot_dir: Path,
+    out_dir: Path,
+    settings: CurationSettings | None = None,
+    *,
+    previous: dict[str, Any] | None = None,
+    since: datetime | None = None,
+) -> CuratedSet:
     """``curate`` over the episodes of a trajectory store, oldest first."""
     from agent.store import EpisodeQuery, TrajectoryStore
 

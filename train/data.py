@@ -170,8 +170,16 @@ def convention_of(episode: Episode, default: SwipeConvention) -> SwipeConvention
     return said if said in ("scroll", "finger") else default
 
 
-def _from_episode(episode: Episode, source: str, images: Path, stand_ins: bool, convention: SwipeConvention,
-                  upto: int | None = None, *, logged: bool = False) -> ExpertTrajectory:  # fmt: skip
+def _from_episode(
+    episode: Episode,
+    source: str,
+    images: Path,
+    stand_ins: bool,
+    convention: SwipeConvention,
+    upto: int | None = None,
+    *,
+    logged: bool = False,
+) -> ExpertTrajectory:
     """``logged``: recorded traffic, whose unparseable responses (retried on the same screen) are
     left out, and whose executed action is the label of a step without one."""
     steps = []
@@ -221,9 +229,16 @@ def load_interchange(src: InterchangeSource) -> list[ExpertTrajectory]:
 
     images = src.images or src.path.parent
     episodes = load_jsonl(src.path)[: src.limit]
-    return [_from_episode(e, f"interchange:{src.path.name}#{i}", images, src.stand_ins,
-                          src.swipe_convention or convention_of(e, "scroll"))
-            for i, e in enumerate(episodes)]  # fmt: skip
+    return [
+        _from_episode(
+            e,
+            f"interchange:{src.path.name}#{i}",
+            images,
+            src.stand_ins,
+            src.swipe_convention or convention_of(e, "scroll"),
+        )
+        for i, e in enumerate(episodes)
+    ]
 
 
 def load_store(src: StoreSource) -> list[ExpertTrajectory]:
@@ -289,8 +304,11 @@ def load_sim(src: SimSource) -> list[ExpertTrajectory]:
                 png = phone.screenshot_png()
                 done = ActionLabel(action="terminate", status="success")
                 thought = f"The goal is: {task.goal}. It is done, so I finish."
-                steps.append(ExpertStep(done, Size(phone.width, phone.height), png=png, sha256=_sha(png),
-                                        thought=thought))  # fmt: skip
+                steps.append(
+                    ExpertStep(
+                        done, Size(phone.width, phone.height), png=png, sha256=_sha(png), thought=thought
+                    )
+                )
             if not task.is_successful(phone, outcome):
                 raise DataError(f"the expert of {name} (seed {seed}) did not complete its task")
             out.append(
@@ -375,8 +393,9 @@ def load(
     return unique
 
 
-def split(trajectories: Sequence[ExpertTrajectory], val_fraction: float, seed: int = 0
-          ) -> tuple[list[ExpertTrajectory], list[ExpertTrajectory]]:  # fmt: skip
+def split(
+    trajectories: Sequence[ExpertTrajectory], val_fraction: float, seed: int = 0
+) -> tuple[list[ExpertTrajectory], list[ExpertTrajectory]]:
     """Train/validation by trajectory, decided by a hash of its id: stable when data is added."""
     train: list[ExpertTrajectory] = []
     val: list[ExpertTrajectory] = []
@@ -397,12 +416,18 @@ def manifest(
 
     body = {
         "sources": [s.model_dump(mode="json") for s in sources],
-        "counts": {"train": len(train), "val": len(val), "train_steps": sum(len(t.steps) for t in train),
-                   "val_steps": sum(len(t.steps) for t in val)},
+        "counts": {
+            "train": len(train),
+            "val": len(val),
+            "train_steps": sum(len(t.steps) for t in train),
+            "val_steps": sum(len(t.steps) for t in val),
+        },
         "train": entries(train),
         "val": entries(val),
-        "swipe_conventions": {c: sum(t.swipe_convention == c for t in [*train, *val]) for c in ("scroll", "finger")},
+        "swipe_conventions": {
+            c: sum(t.swipe_convention == c for t in [*train, *val]) for c in ("scroll", "finger")
+        },
         "checks": (report or LoadReport()).as_dict(),
-    }  # fmt: skip
+    }
     body["sha256"] = _sha(json.dumps([body["train"], body["val"]], sort_keys=True).encode())
     return body

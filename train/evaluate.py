@@ -24,10 +24,20 @@ from train.model import Sampling
 from train.rollout import RolloutEngine, RolloutSettings, SemiOnlineRollout, expert_response
 
 
-def sop(engine: RolloutEngine, trajectories: Sequence[ExpertTrajectory], *, prompt: PromptSettings,
-        match_settings: MatchSettings | None = None, max_new_tokens: int = 512) -> dict[str, Any]:  # fmt: skip
-    roller = SemiOnlineRollout(engine, RolloutSettings(n=1, temperature=0.0, max_new_tokens=max_new_tokens),
-                               prompt=prompt, match=match_settings)  # fmt: skip
+def sop(
+    engine: RolloutEngine,
+    trajectories: Sequence[ExpertTrajectory],
+    *,
+    prompt: PromptSettings,
+    match_settings: MatchSettings | None = None,
+    max_new_tokens: int = 512,
+) -> dict[str, Any]:
+    roller = SemiOnlineRollout(
+        engine,
+        RolloutSettings(n=1, temperature=0.0, max_new_tokens=max_new_tokens),
+        prompt=prompt,
+        match=match_settings,
+    )
     greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
     counts: list[tuple[str, int, int]] = []  # (id, matched steps, expert steps)
     for trajectory in trajectories:
@@ -47,8 +57,14 @@ def sop(engine: RolloutEngine, trajectories: Sequence[ExpertTrajectory], *, prom
     }
 
 
-def step_metrics(engine: RolloutEngine, trajectories: Sequence[ExpertTrajectory], *, prompt: PromptSettings,
-                 match_settings: MatchSettings | None = None, max_new_tokens: int = 512) -> dict[str, Any]:  # fmt: skip
+def step_metrics(
+    engine: RolloutEngine,
+    trajectories: Sequence[ExpertTrajectory],
+    *,
+    prompt: PromptSettings,
+    match_settings: MatchSettings | None = None,
+    max_new_tokens: int = 512,
+) -> dict[str, Any]:
     greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
     steps = type_ok = success = grounding_total = grounding_ok = parse_failures = 0
     for trajectory in trajectories:
@@ -71,9 +87,13 @@ def step_metrics(engine: RolloutEngine, trajectories: Sequence[ExpertTrajectory]
                     grounding_total += 1
                     grounding_ok += outcome.full_match
             history.append(expert_response(step, resized, step.thought or ""))
-    return {"steps": steps, "type_match": type_ok / max(steps, 1), "step_success": success / max(steps, 1),
-            "grounding": grounding_ok / grounding_total if grounding_total else None,
-            "parse_failure": parse_failures / max(steps, 1)}  # fmt: skip
+    return {
+        "steps": steps,
+        "type_match": type_ok / max(steps, 1),
+        "step_success": success / max(steps, 1),
+        "grounding": grounding_ok / grounding_total if grounding_total else None,
+        "parse_failure": parse_failures / max(steps, 1),
+    }
 
 
 def format_table(results: dict[str, Any]) -> str:
@@ -108,14 +128,20 @@ def run_eval(config: Any, *, engine: RolloutEngine | None = None) -> dict[str, A
     )
     if engine is None:
         engine = _eval_engine(config, prompt, resolve_device(config.device))
-    results: dict[str, Any] = {"model": str(config.model), "adapter": str(config.adapter) if config.adapter else None,
-                               "split": config.split, "trajectories": len(chosen)}  # fmt: skip
+    results: dict[str, Any] = {
+        "model": str(config.model),
+        "adapter": str(config.adapter) if config.adapter else None,
+        "split": config.split,
+        "trajectories": len(chosen),
+    }
     if "sop" in config.metrics:
-        results["sop"] = sop(engine, chosen, prompt=prompt, match_settings=config.match,
-                             max_new_tokens=config.max_new_tokens)  # fmt: skip
+        results["sop"] = sop(
+            engine, chosen, prompt=prompt, match_settings=config.match, max_new_tokens=config.max_new_tokens
+        )
     if "steps" in config.metrics:
-        results["steps"] = step_metrics(engine, chosen, prompt=prompt, match_settings=config.match,
-                                        max_new_tokens=config.max_new_tokens)  # fmt: skip
+        results["steps"] = step_metrics(
+            engine, chosen, prompt=prompt, match_settings=config.match, max_new_tokens=config.max_new_tokens
+        )
     out = config.output or (Path(config.adapter or config.model) / "eval.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2), encoding="utf-8")

@@ -58,10 +58,18 @@ def parse_verdict(text: str) -> bool | None:
 
 
 def judge_messages(episode: Episode, store: TrajectoryStore, settings: JudgeSettings) -> list[dict[str, Any]]:
-    actions = [f"{s.index + 1}. {s.device_action.to_json() if s.device_action else '(no action)'}"
-               for s in episode.steps]  # fmt: skip
-    content: list[dict[str, Any]] = [{"type": "text", "text": f"Task: {episode.goal}\nActions:\n" + "\n".join(actions)
-                                      + (f"\nThe agent's answer: {episode.answer}" if episode.answer else "")}]  # fmt: skip
+    actions = [
+        f"{s.index + 1}. {s.device_action.to_json() if s.device_action else '(no action)'}"
+        for s in episode.steps
+    ]
+    content: list[dict[str, Any]] = [
+        {
+            "type": "text",
+            "text": f"Task: {episode.goal}\nActions:\n"
+            + "\n".join(actions)
+            + (f"\nThe agent's answer: {episode.answer}" if episode.answer else ""),
+        }
+    ]
     for step in episode.steps[-settings.screenshots :]:
         try:
             png = store.screenshots.get(step.screenshot)
@@ -121,12 +129,19 @@ def _log_retry(state: RetryCallState) -> None:
 
 
 def _judge_one(store: TrajectoryStore, episode: Episode, settings: JudgeSettings, http: httpx.Client) -> str:
-    body = {"model": settings.model, "messages": judge_messages(episode, store, settings), "temperature": 0.0,
-            "max_tokens": settings.max_tokens}  # fmt: skip
+    body = {
+        "model": settings.model,
+        "messages": judge_messages(episode, store, settings),
+        "temperature": 0.0,
+        "max_tokens": settings.max_tokens,
+    }
     retrying = Retrying(
-        stop=stop_after_attempt(settings.max_retries + 1), wait=wait_retry_after(settings.backoff_s, cap_s=30.0),
-        retry=retry_if_exception_type(Retryable), before_sleep=_log_retry, reraise=True,
-    )  # fmt: skip
+        stop=stop_after_attempt(settings.max_retries + 1),
+        wait=wait_retry_after(settings.backoff_s, cap_s=30.0),
+        retry=retry_if_exception_type(Retryable),
+        before_sleep=_log_retry,
+        reraise=True,
+    )
     try:
         for attempt in retrying:
             with attempt:
@@ -137,7 +152,12 @@ def _judge_one(store: TrajectoryStore, episode: Episode, settings: JudgeSettings
     verdict = parse_verdict(text)
     if verdict is None:
         return "unclear"
-    labels = {**episode.labels, "judge": settings.model, "judge_prompt_version": PROMPT_VERSION,
-              "judge_verdict": "success" if verdict else "failure", "label_source": "judge"}  # fmt: skip
+    labels = {
+        **episode.labels,
+        "judge": settings.model,
+        "judge_prompt_version": PROMPT_VERSION,
+        "judge_verdict": "success" if verdict else "failure",
+        "label_source": "judge",
+    }
     store.save_episode(episode.model_copy(update={"labels": labels, "is_successful": verdict}))
     return "success" if verdict else "failure"

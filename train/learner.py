@@ -130,8 +130,15 @@ class _Updates:
             logp, ent = self.policy.logprobs(item.sample, entropy=entropy)
             old = item.old_logp if item.old_logp is not None else logp.detach()
             adv = torch.full_like(logp, item.advantage)
-            parts = policy_loss(logp[None], old[None], adv[None], torch.ones_like(logp)[None], total_tokens=total,
-                                ref_logp=None if item.ref_logp is None else item.ref_logp[None], settings=settings)  # fmt: skip
+            parts = policy_loss(
+                logp[None],
+                old[None],
+                adv[None],
+                torch.ones_like(logp)[None],
+                total_tokens=total,
+                ref_logp=None if item.ref_logp is None else item.ref_logp[None],
+                settings=settings,
+            )
             self._backward(parts.loss * item.weight, k == len(items) - 1)
             if not item.weight:
                 continue
@@ -144,9 +151,15 @@ class _Updates:
                 sums["entropy"] += float(ent.sum())
         grad_norm = self._step()
         tokens = max(sum(i.tokens for i in items), 1)
-        return {"pg_loss": sums["pg_loss"], "kl": sums["kl"], "clip_fraction": sums["clip_fraction"] / tokens,
-                "ratio": sums["ratio"] / tokens, "entropy": sums["entropy"] / tokens, "grad_norm": grad_norm,
-                "tokens": float(sum(i.tokens for i in items))}  # fmt: skip
+        return {
+            "pg_loss": sums["pg_loss"],
+            "kl": sums["kl"],
+            "clip_fraction": sums["clip_fraction"] / tokens,
+            "ratio": sums["ratio"] / tokens,
+            "entropy": sums["entropy"] / tokens,
+            "grad_norm": grad_norm,
+            "tokens": float(sum(i.tokens for i in items)),
+        }
 
     def sft_update(self, items: Sequence[Item]) -> dict[str, float]:
         self.policy.model.train()
@@ -166,8 +179,9 @@ class _Updates:
 
 
 def _adamw(policy: PolicyModel, optim: OptimSettings) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(list(policy.parameters()), lr=optim.lr, weight_decay=optim.weight_decay,
-                             betas=optim.betas)  # fmt: skip
+    return torch.optim.AdamW(
+        list(policy.parameters()), lr=optim.lr, weight_decay=optim.weight_decay, betas=optim.betas
+    )
 
 
 class TorchLearner(_Updates):
@@ -232,8 +246,10 @@ class DeepSpeedLearner(_Updates):
                 "device": "cpu",
                 "pin_memory": policy.device.type == "cuda",
             }
-            config["optimizer"] = {"type": "AdamW", "params": {"lr": optim.lr, "weight_decay": optim.weight_decay,
-                                                               "betas": list(optim.betas)}}  # fmt: skip
+            config["optimizer"] = {
+                "type": "AdamW",
+                "params": {"lr": optim.lr, "weight_decay": optim.weight_decay, "betas": list(optim.betas)},
+            }
             optimizer = None
         else:
             optimizer = _adamw(policy, optim)  # a client optimizer: no JIT-compiled op needed
@@ -276,8 +292,11 @@ def save_state(path: Path, learner: Learner, extra: dict[str, Any]) -> None:
     import numpy as np
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {**learner.optimizer_state(), **extra, "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
-                                                           "torch": torch.get_rng_state()}}  # fmt: skip
+    state = {
+        **learner.optimizer_state(),
+        **extra,
+        "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+    }
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)  # a crash mid-write leaves the previous state

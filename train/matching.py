@@ -83,8 +83,15 @@ class Expected:
         """Merge a step's ``check_options`` (candidate boxes, swipe direction) into its label."""
         if check_options is None:
             return cls(expert, size, convention)
-        extra = {k: v for k, v in (("candidate_bbox", check_options.candidate_bbox),
-                                   ("direction", check_options.direction), ("bbox", check_options.bbox)) if v}  # fmt: skip
+        extra = {
+            k: v
+            for k, v in (
+                ("candidate_bbox", check_options.candidate_bbox),
+                ("direction", check_options.direction),
+                ("bbox", check_options.bbox),
+            )
+            if v
+        }
         return cls(expert.model_copy(update=extra), size, convention)
 
     def point(self) -> tuple[float, float] | None:

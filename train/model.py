@@ -100,8 +100,13 @@ class PolicyModel:
         elif lora is not None:
             from peft import LoraConfig, get_peft_model
 
-            config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                target_modules=lora.target_modules, bias="none")  # fmt: skip
+            config = LoraConfig(
+                r=lora.rank,
+                lora_alpha=lora.alpha,
+                lora_dropout=lora.dropout,
+                target_modules=lora.target_modules,
+                bias="none",
+            )
             model = get_peft_model(model, config)
         if gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -144,8 +149,13 @@ class PolicyModel:
         encoded = self.encode_prompt(turns)
         ids = self.response_ids(response) if isinstance(response, str) else response.to(self.device)
         types = encoded.get("mm_token_type_ids")
-        return Sample(encoded["input_ids"][0], ids, encoded.get("pixel_values"), encoded.get("image_grid_thw"),
-                      None if types is None else types[0])  # fmt: skip
+        return Sample(
+            encoded["input_ids"][0],
+            ids,
+            encoded.get("pixel_values"),
+            encoded.get("image_grid_thw"),
+            None if types is None else types[0],
+        )
 
     def decode(self, ids: torch.Tensor) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
@@ -198,9 +208,14 @@ class PolicyModel:
         greedy = sampling.temperature == 0.0
         if seed is not None:
             torch.manual_seed(seed)
-        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_new_tokens, "do_sample": not greedy,
-                                  "num_return_sequences": n, "suppress_tokens": self.suppress,
-                                  "eos_token_id": self.end_of_turn, "pad_token_id": self.tokenizer.pad_token_id}  # fmt: skip
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "do_sample": not greedy,
+            "num_return_sequences": n,
+            "suppress_tokens": self.suppress,
+            "eos_token_id": self.end_of_turn,
+            "pad_token_id": self.tokenizer.pad_token_id,
+        }
         if greedy:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         else:

@@ -39,8 +39,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def online_success(policy: Policy, settings: OnlineSettings, *, prompt: PromptSettings | None = None,
-                   work_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
+def online_success(
+    policy: Policy,
+    settings: OnlineSettings,
+    *,
+    prompt: PromptSettings | None = None,
+    work_dir: Path | None = None,
+) -> dict[str, Any]:
     """Success rate of ``policy`` over ``settings.tasks`` x ``settings.seeds`` (greedy decoding)."""
     with tempfile.TemporaryDirectory(prefix="uis1-online-", dir=work_dir) as tmp:
         return asyncio.run(_run(policy, settings, prompt or PromptSettings(), Path(tmp)))
@@ -79,8 +84,16 @@ async def _run(policy: Policy, settings: OnlineSettings, prompt: PromptSettings,
                     runner = EpisodeRunner(policy, driver, store, episode_settings, prompt)
                     episode = await runner.run(task.goal)
                     ok = task.is_successful(device.phone, Outcome(answer=episode.answer))
-                    results.append({"task": name, "seed": seed, "success": ok, "steps": len(episode.steps),
-                                    "status": episode.status.value, "error": episode.error})  # fmt: skip
+                    results.append(
+                        {
+                            "task": name,
+                            "seed": seed,
+                            "success": ok,
+                            "steps": len(episode.steps),
+                            "status": episode.status.value,
+                            "error": episode.error,
+                        }
+                    )
     finally:
         store.engine.dispose()
     done = sum(1 for r in results if r["success"])

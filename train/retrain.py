@@ -88,13 +88,20 @@ class RetrainConfig(BaseModel):
             self.stage_config(stage, Path("."), Path("."), {"sources": [{"kind": "sim"}]}, None)
         return self
 
-    def stage_config(self, stage: str, model: Path, output_dir: Path, data: dict[str, Any],
-                     parent: str | None) -> Any:  # fmt: skip
+    def stage_config(
+        self, stage: str, model: Path, output_dir: Path, data: dict[str, Any], parent: str | None
+    ) -> Any:
         from train.config import RLConfig, SFTConfig
 
         overrides = self.sft if stage == "sft" else self.rl
-        body = {"resize": self.resize.model_dump(), **overrides, "model": str(model), "output_dir": str(output_dir),
-                "data": data, "parent_version": parent}  # fmt: skip
+        body = {
+            "resize": self.resize.model_dump(),
+            **overrides,
+            "model": str(model),
+            "output_dir": str(output_dir),
+            "data": data,
+            "parent_version": parent,
+        }
         return (SFTConfig if stage == "sft" else RLConfig).model_validate(body)
 
 
@@ -111,15 +118,26 @@ def load_retrain_config(path: Path) -> RetrainConfig:
         return value if value is None or value.is_absolute() else (base / value).resolve()
 
     def fix_sources(sources: list[Any]) -> list[Any]:
-        return [s.model_copy(update={k: fix(v) for k in ("path", "images", "screenshot_dir")
-                                     if isinstance(v := getattr(s, k, None), Path)}) for s in sources]  # fmt: skip
+        return [
+            s.model_copy(
+                update={
+                    k: fix(v)
+                    for k in ("path", "images", "screenshot_dir")
+                    if isinstance(v := getattr(s, k, None), Path)
+                }
+            )
+            for s in sources
+        ]
 
-    return config.model_copy(update={
-        "work_dir": fix(config.work_dir), "base_model": fix(config.base_model),
-        "store": config.store.model_copy(update={"screenshot_dir": fix(config.store.screenshot_dir)}),
-        "extra_sources": fix_sources(config.extra_sources),
-        "evaluation": config.evaluation.model_copy(update={"data": fix_sources(config.evaluation.data)}),
-    })  # fmt: skip
+    return config.model_copy(
+        update={
+            "work_dir": fix(config.work_dir),
+            "base_model": fix(config.base_model),
+            "store": config.store.model_copy(update={"screenshot_dir": fix(config.store.screenshot_dir)}),
+            "extra_sources": fix_sources(config.extra_sources),
+            "evaluation": config.evaluation.model_copy(update={"data": fix_sources(config.evaluation.data)}),
+        }
+    )
 
 
 class _Heartbeat:
@@ -148,8 +166,9 @@ class _Heartbeat:
                 log.warning("could not renew the retrain lock: %s", exc)
 
 
-def retrain(config: RetrainConfig, *, job_id: str | None = None, trigger: str = "cli",
-            progress: bool = True) -> Job:  # fmt: skip
+def retrain(
+    config: RetrainConfig, *, job_id: str | None = None, trigger: str = "cli", progress: bool = True
+) -> Job:
     """Run one retraining job (or take over and resume a dead one); returns the finished job row."""
     from agent.store import TrajectoryStore
 
@@ -185,30 +204,53 @@ def retrain(config: RetrainConfig, *, job_id: str | None = None, trigger: str = 
         store.engine.dispose()
 
 
-def _work(config: RetrainConfig, job: Job, abandoned: Job | None, jobs: JobStore, registry: ModelRegistry, *,
-          progress: bool) -> Job:  # fmt: skip
+def _work(
+    config: RetrainConfig,
+    job: Job,
+    abandoned: Job | None,
+    jobs: JobStore,
+    registry: ModelRegistry,
+    *,
+    progress: bool,
+) -> Job:
     resumed = abandoned is not None and Path(abandoned.detail.get("job_dir", "/nonexistent")).is_dir()
     job_dir = (
         Path(abandoned.detail["job_dir"]) if resumed and abandoned else config.work_dir / "jobs" / job.id
     )
     job_dir.mkdir(parents=True, exist_ok=True)
-    jobs.update(job.id, detail={"job_dir": str(job_dir), **({"resumed_from": abandoned.id} if resumed and abandoned
-                                                             else {})})  # fmt: skip
+    jobs.update(
+        job.id,
+        detail={"job_dir": str(job_dir), **({"resumed_from": abandoned.id} if resumed and abandoned else {})},
+    )
     parent = _starting_version(config, registry)
     curated = _curate(config, job_dir, jobs)
-    jobs.update(job.id, detail={"parent": parent.name, "data_manifest": str(curated.dir / "manifest.json"),
-                                "curated": {k: curated.manifest[k] for k in ("train", "holdout", "new_train",
-                                                                             "steps", "dropped")}})  # fmt: skip
+    jobs.update(
+        job.id,
+        detail={
+            "parent": parent.name,
+            "data_manifest": str(curated.dir / "manifest.json"),
+            "curated": {
+                k: curated.manifest[k] for k in ("train", "holdout", "new_train", "steps", "dropped")
+            },
+        },
+    )
     new = int(curated.manifest["new_train"])
     if new < config.min_new_episodes:
-        reason = (f"too little new data: {new} new trusted training episode(s) since the last run, "
-                  f"{config.min_new_episodes} needed")  # fmt: skip
+        reason = (
+            f"too little new data: {new} new trusted training episode(s) since the last run, "
+            f"{config.min_new_episodes} needed"
+        )
         log.info("retraining skipped: %s", reason)
         return jobs.update(job.id, status=JobStatus.SKIPPED, reason=reason)
 
     start = Path(parent.weights or "")
-    data = {"sources": [InterchangeSource(path=curated.train_file).model_dump(mode="json"),
-                        *(s.model_dump(mode="json") for s in config.extra_sources)], "val_fraction": 0.0}  # fmt: skip
+    data = {
+        "sources": [
+            InterchangeSource(path=curated.train_file).model_dump(mode="json"),
+            *(s.model_dump(mode="json") for s in config.extra_sources),
+        ],
+        "val_fraction": 0.0,
+    }
     configs = {}
     for stage in config.stages:
         stage_config = config.stage_config(stage, start, job_dir / stage, data, parent.name)
@@ -224,22 +266,39 @@ def _work(config: RetrainConfig, job: Job, abandoned: Job | None, jobs: JobStore
     base, adapter = model_and_adapter(start)
     record = read_record(start)
     candidate = registry.register(
-        name, served_name=None if adapter else config.served_name, kind=Kind.ADAPTER if adapter else Kind.FULL,
-        base=str(base), adapter=str(adapter) if adapter else None, parent=parent.name, actor=f"job:{job.id}",
-        info={"job": job.id, "stages": list(config.stages), "training": configs, "metrics": record.get("metrics", {}),
-              "data_manifest": curated.manifest | {"episodes": None}, "evaluation": evaluation},
-    )  # fmt: skip
+        name,
+        served_name=None if adapter else config.served_name,
+        kind=Kind.ADAPTER if adapter else Kind.FULL,
+        base=str(base),
+        adapter=str(adapter) if adapter else None,
+        parent=parent.name,
+        actor=f"job:{job.id}",
+        info={
+            "job": job.id,
+            "stages": list(config.stages),
+            "training": configs,
+            "metrics": record.get("metrics", {}),
+            "data_manifest": curated.manifest | {"episodes": None},
+            "evaluation": evaluation,
+        },
+    )
     log.info("registered candidate %s (parent %s)", candidate.name, parent.name)
-    return jobs.update(job.id, status=JobStatus.SUCCEEDED, reason=f"registered candidate {candidate.name}",
-                       detail={"candidate": candidate.name, "stage": "done", "evaluation": evaluation})  # fmt: skip
+    return jobs.update(
+        job.id,
+        status=JobStatus.SUCCEEDED,
+        reason=f"registered candidate {candidate.name}",
+        detail={"candidate": candidate.name, "stage": "done", "evaluation": evaluation},
+    )
 
 
 def _starting_version(config: RetrainConfig, registry: ModelRegistry) -> ModelVersion:
     promoted = registry.promoted()
     if promoted is not None:
         if not promoted.weights or not Path(promoted.weights).exists():
-            raise RuntimeError(f"the promoted version {promoted.name} has no weights on this machine "
-                               f"({promoted.weights}); mount its checkpoint here")  # fmt: skip
+            raise RuntimeError(
+                f"the promoted version {promoted.name} has no weights on this machine "
+                f"({promoted.weights}); mount its checkpoint here"
+            )
         return promoted
     if config.base_model is None:
         raise RuntimeError("no version is promoted yet: set base_model (the checkpoint to start from)")
@@ -247,8 +306,14 @@ def _starting_version(config: RetrainConfig, registry: ModelRegistry) -> ModelVe
     try:
         version = registry.get(name)
     except RegistryError:
-        version = registry.register(name, served_name=name, base=str(config.base_model), kind=Kind.BASE,
-                                    actor="retrain", info={"note": "the starting point of retraining"})  # fmt: skip
+        version = registry.register(
+            name,
+            served_name=name,
+            base=str(config.base_model),
+            kind=Kind.BASE,
+            actor="retrain",
+            info={"note": "the starting point of retraining"},
+        )
     registry.promote(version.name, actor="retrain", force=True, detail={"reason": "first retraining run"})
     return registry.get(version.name)
 
@@ -289,13 +354,22 @@ def _train(stage: str, stage_config: Any, progress: bool) -> Path:
 
 
 def _fingerprint(config: RetrainConfig, curated: CuratedSet) -> str:
-    pinned = {"holdout": curated.manifest["files"]["holdout.jsonl"] if config.evaluation.holdout else None,
-              "evaluation": config.evaluation.model_dump(mode="json"), "resize": config.resize.model_dump()}  # fmt: skip
+    pinned = {
+        "holdout": curated.manifest["files"]["holdout.jsonl"] if config.evaluation.holdout else None,
+        "evaluation": config.evaluation.model_dump(mode="json"),
+        "resize": config.resize.model_dump(),
+    }
     return hashlib.sha256(json.dumps(pinned, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _evaluate(config: RetrainConfig, curated: CuratedSet, job_dir: Path, checkpoint: Path, parent: ModelVersion,
-              registry: ModelRegistry) -> dict[str, Any]:  # fmt: skip
+def _evaluate(
+    config: RetrainConfig,
+    curated: CuratedSet,
+    job_dir: Path,
+    checkpoint: Path,
+    parent: ModelVersion,
+    registry: ModelRegistry,
+) -> dict[str, Any]:
     """Both versions on the same pinned evaluation; the parent's scores are reused when it was
     already measured on exactly this evaluation."""
     fingerprint = _fingerprint(config, curated)
@@ -304,8 +378,12 @@ def _evaluate(config: RetrainConfig, curated: CuratedSet, job_dir: Path, checkpo
         config, curated, job_dir / "eval" / "baseline", Path(parent.weights or "")
     )
     if cached is None:
-        registry.annotate(parent.name, "evaluations", {**parent.info.get("evaluations", {}), fingerprint: baseline},
-                          actor="retrain")  # fmt: skip
+        registry.annotate(
+            parent.name,
+            "evaluations",
+            {**parent.info.get("evaluations", {}), fingerprint: baseline},
+            actor="retrain",
+        )
     scores = evaluate_weights(config, curated, job_dir / "eval" / "candidate", checkpoint)
     return {
         "fingerprint": fingerprint,
@@ -332,11 +410,18 @@ def evaluate_weights(config: RetrainConfig, curated: CuratedSet, out: Path, weig
         *ev.data,
     ]
     if sources:
-        eval_config = EvalConfig.model_validate({
-            "model": str(weights), "output": str(out / "sop.json"), "split": "all", "metrics": ["sop"],
-            "data": {"sources": [s.model_dump(mode="json") for s in sources], "val_fraction": 0.0},
-            "resize": config.resize.model_dump(), "max_new_tokens": ev.max_new_tokens, "device": ev.device,
-        })  # fmt: skip
+        eval_config = EvalConfig.model_validate(
+            {
+                "model": str(weights),
+                "output": str(out / "sop.json"),
+                "split": "all",
+                "metrics": ["sop"],
+                "data": {"sources": [s.model_dump(mode="json") for s in sources], "val_fraction": 0.0},
+                "resize": config.resize.model_dump(),
+                "max_new_tokens": ev.max_new_tokens,
+                "device": ev.device,
+            }
+        )
         result = run_eval(eval_config)
         scores["sop"] = {k: result["sop"][k] for k in ("pg", "tsr", "score")} | {
             "trajectories": result["trajectories"]

@@ -26,8 +26,14 @@ class StepReward:
     full_match: bool
 
 
-def score(parsed: ParsedResponse, resized: Size, expected: Expected, *, form: RewardForm = "paper",
-          settings: MatchSettings | None = None) -> StepReward:  # fmt: skip
+def score(
+    parsed: ParsedResponse,
+    resized: Size,
+    expected: Expected,
+    *,
+    form: RewardForm = "paper",
+    settings: MatchSettings | None = None,
+) -> StepReward:
     """The reward of one sampled response against the expert step."""
     has_think = bool((parsed.think or "").strip())
     outcome = match(parsed.action, resized, expected, settings) if parsed.action is not None else Match.none()

@@ -56,8 +56,9 @@ def make_engine(config: RLConfig, run: Run) -> RolloutEngine:
 Group = tuple[ExpertTrajectory, list[Rollout]]
 
 
-def _draw(config: RLConfig, roller: SemiOnlineRollout, stream: Stream[ExpertTrajectory]
-          ) -> tuple[list[Group], list[Group], list[str], list[float | None]]:  # fmt: skip
+def _draw(
+    config: RLConfig, roller: SemiOnlineRollout, stream: Stream[ExpertTrajectory]
+) -> tuple[list[Group], list[Group], list[str], list[float | None]]:
     """Groups for one step: (kept groups, groups dropped by dynamic sampling, ids drawn, and the
     R_0 spread of each group drawn, what η is compared with)."""
     spreads: list[float | None] = []
@@ -148,8 +149,15 @@ def _rollout_metrics(groups: Sequence[Group]) -> dict[str, Any]:
     and how often a step after a rollout's first mismatch still matched (``after_mistake``)."""
     records = [s for _, rollouts in groups for r in rollouts for s in r.steps]
     if not records:
-        return {"reward": 0.0, "match_rate": 0.0, "patch_rate": 0.0, "format_rate": 0.0, "rollout_steps": 0.0,
-                "samples_at_step": [], "after_mistake": [0, 0]}  # fmt: skip
+        return {
+            "reward": 0.0,
+            "match_rate": 0.0,
+            "patch_rate": 0.0,
+            "format_rate": 0.0,
+            "rollout_steps": 0.0,
+            "samples_at_step": [],
+            "after_mistake": [0, 0],
+        }
     rollouts = [r for _, rs in groups for r in rs]
     at_step = [0] * (1 + max(s.step for s in records))
     for record in records:
@@ -195,8 +203,13 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
             if out_of_time(started, config.max_seconds):
                 total = run.step  # the time budget is spent: this step is the last (and saved)
             if config.eval_every and run.step % config.eval_every == 0 and run.val:
-                result = sop(engine, run.val, prompt=run.prompt, match_settings=config.match,
-                             max_new_tokens=config.rollout.max_new_tokens)  # fmt: skip
+                result = sop(
+                    engine,
+                    run.val,
+                    prompt=run.prompt,
+                    match_settings=config.match,
+                    max_new_tokens=config.rollout.max_new_tokens,
+                )
                 metrics.update({f"val_sop_{k}": result[k] for k in ("pg", "tsr", "score")})
             if run.is_main:
                 tracker.log(run.step, metrics)
@@ -208,9 +221,11 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
                         metrics["groups_dropped"],
                     )
                 if run.step == 1 and metrics["format_rate"] == 0 and config.rollout.reward == "paper":
-                    log.warning("no sampled response had a non-empty think block: the paper-form reward gives "
-                                "every sample 0, so nothing is learned; train SFT with thoughts or set "
-                                "rollout.reward: code")  # fmt: skip
+                    log.warning(
+                        "no sampled response had a non-empty think block: the paper-form reward gives "
+                        "every sample 0, so nothing is learned; train SFT with thoughts or set "
+                        "rollout.reward: code"
+                    )
             if run.step % config.save_every == 0 or run.step == total:
                 save(config, run, stream.position, metrics, "semi-online-rl")
             if bar is not None:
@@ -237,9 +252,15 @@ def progress_fields(metrics: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engine: RolloutEngine,
-              roller: SemiOnlineRollout, reference: Any,
-              phase: Callable[[str], None] = lambda _: None) -> dict[str, Any]:  # fmt: skip
+def _one_step(
+    config: RLConfig,
+    run: Run,
+    stream: Stream[ExpertTrajectory],
+    engine: RolloutEngine,
+    roller: SemiOnlineRollout,
+    reference: Any,
+    phase: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
     """One RL step; ``phase`` hears each part as it starts (rollout, log-probs, update), for the bar."""
     if isinstance(engine, SeededEngine):
         engine.at_step(config.seed, run.step)
@@ -262,15 +283,24 @@ def _one_step(config: RLConfig, run: Run, stream: Stream[ExpertTrajectory], engi
     tokens = sum(u["tokens"] for u in updates)
     metrics: dict[str, Any] = {
         **_rollout_metrics(groups),
-        "groups": len(groups), "groups_dropped": len(dropped), "samples": len(items),
+        "groups": len(groups),
+        "groups_dropped": len(dropped),
+        "samples": len(items),
         "abs_advantage": sum(abs(i.advantage) for i in items) / len(items) if items else 0.0,
-        "kl": _mean(updates, "kl"), "pg_loss": _mean(updates, "pg_loss"),
-        "clip_fraction": _mean(updates, "clip_fraction"), "entropy": _mean(updates, "entropy"),
-        "grad_norm": _mean(updates, "grad_norm"), "tokens": tokens,
-        "rollout_s": t1 - t0, "old_logprob_s": old_s, "ref_logprob_s": t2 - t1 - old_s, "update_s": t3 - t2,
-        "tokens_per_s": tokens / (t3 - t2) if t3 > t2 else 0.0, "tasks": drawn,
+        "kl": _mean(updates, "kl"),
+        "pg_loss": _mean(updates, "pg_loss"),
+        "clip_fraction": _mean(updates, "clip_fraction"),
+        "entropy": _mean(updates, "entropy"),
+        "grad_norm": _mean(updates, "grad_norm"),
+        "tokens": tokens,
+        "rollout_s": t1 - t0,
+        "old_logprob_s": old_s,
+        "ref_logprob_s": t2 - t1 - old_s,
+        "update_s": t3 - t2,
+        "tokens_per_s": tokens / (t3 - t2) if t3 > t2 else 0.0,
+        "tasks": drawn,
         "spreads": spreads,
-    }  # fmt: skip
+    }
     return metrics
 
 

@@ -149,15 +149,27 @@ def expert_response(step: ExpertStep, resized: Size, thought: str = "") -> str:
 
 
 class SemiOnlineRollout:
-    def __init__(self, engine: RolloutEngine, settings: RolloutSettings | None = None, *,
-                 prompt: PromptSettings | None = None, match: MatchSettings | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        engine: RolloutEngine,
+        settings: RolloutSettings | None = None,
+        *,
+        prompt: PromptSettings | None = None,
+        match: MatchSettings | None = None,
+    ) -> None:
         self.engine = engine
         self.settings = settings or RolloutSettings()
         self.prompt = prompt or PromptSettings()
         self.match = match or MatchSettings()
 
-    def run(self, trajectory: ExpertTrajectory, *, n: int | None = None, sampling: Sampling | None = None,
-            threshold: int | None = None) -> list[Rollout]:  # fmt: skip
+    def run(
+        self,
+        trajectory: ExpertTrajectory,
+        *,
+        n: int | None = None,
+        sampling: Sampling | None = None,
+        threshold: int | None = None,
+    ) -> list[Rollout]:
         """The group of rollouts of one expert trajectory."""
         n = n or self.settings.n
         sampling = sampling or self.settings.sampling()
@@ -180,8 +192,16 @@ class SemiOnlineRollout:
                     self._advance(rollout, t, turns, generated, images[-1], epsilon, sampling)
         return rollouts
 
-    def _advance(self, rollout: Rollout, t: int, turns: list[Turn], generated: Generated, image: ImagePart,
-                 epsilon: int, sampling: Sampling) -> None:  # fmt: skip
+    def _advance(
+        self,
+        rollout: Rollout,
+        t: int,
+        turns: list[Turn],
+        generated: Generated,
+        image: ImagePart,
+        epsilon: int,
+        sampling: Sampling,
+    ) -> None:
         step = rollout.trajectory.steps[t]
         parsed = parse_response(generated.text)
         reward = score(

@@ -124,8 +124,10 @@ def open_run(config: RLConfig | SFTConfig) -> Run:
     if previous is not None:
         saved = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
         if saved["sha256"] != data_manifest["sha256"]:
-            raise RuntimeError(f"{run_dir} was trained on other data (manifest {saved['sha256'][:12]}, now "
-                               f"{data_manifest['sha256'][:12]}): use a new output_dir")  # fmt: skip
+            raise RuntimeError(
+                f"{run_dir} was trained on other data (manifest {saved['sha256'][:12]}, now "
+                f"{data_manifest['sha256'][:12]}): use a new output_dir"
+            )
     elif world()[0] == 0:
         (run_dir / "config.json").write_text(config.model_dump_json(indent=2), encoding="utf-8")
         (run_dir / "manifest.json").write_text(json.dumps(data_manifest, indent=2), encoding="utf-8")
@@ -137,8 +139,11 @@ def open_run(config: RLConfig | SFTConfig) -> Run:
     learner = make_learner(policy, config.optim, config.learner)
     run = Run(run_dir, train, val, data_manifest, policy, learner, prompt)
     rank = world()[0]
-    state_file = None if previous is None else (previous / "state.pt" if rank == 0 else
-                                                run_dir / f"state-rank{rank}-{previous.name}.pt")  # fmt: skip
+    state_file = (
+        None
+        if previous is None
+        else (previous / "state.pt" if rank == 0 else run_dir / f"state-rank{rank}-{previous.name}.pt")
+    )
     if state_file is not None and state_file.is_file():
         state = load_state(state_file, learner)
         run.step = int(state["step"])
@@ -170,8 +175,12 @@ def load_policy(
     before that adapter was trained, nor the last checkpoint.
     """
     device = resolve_device(settings.device)
-    common: dict[str, Any] = {"prompt": prompt, "gradient_checkpointing": settings.gradient_checkpointing,
-                              "device": device, "dtype": settings.dtype}  # fmt: skip
+    common: dict[str, Any] = {
+        "prompt": prompt,
+        "gradient_checkpointing": settings.gradient_checkpointing,
+        "device": device,
+        "dtype": settings.dtype,
+    }
     start_base, start_adapter = model_and_adapter(model)
     reference = start_adapter if keep_reference else None
     if checkpoint is None:
@@ -196,11 +205,21 @@ def save(
     state = {"step": run.step, "position": {"epoch": position.epoch, "index": position.index}}
     if run.is_main:
         scalars = {k: v for k, v in metrics.items() if not isinstance(v, list)}
-        record = {"config": config.model_dump(mode="json"), "manifest_sha256": run.manifest["sha256"],
-                  "metrics": scalars, "parent": config.parent_version, "method": method}  # fmt: skip
+        record = {
+            "config": config.model_dump(mode="json"),
+            "manifest_sha256": run.manifest["sha256"],
+            "metrics": scalars,
+            "parent": config.parent_version,
+            "method": method,
+        }
         if run.reference is not None:
             record["reference"] = run.reference
-        save_checkpoint(run.dir, run.step, run.policy, record,
-                        lambda where: save_state(where / "state.pt", run.learner, state))  # fmt: skip
+        save_checkpoint(
+            run.dir,
+            run.step,
+            run.policy,
+            record,
+            lambda where: save_state(where / "state.pt", run.learner, state),
+        )
     else:  # other ranks keep their own optimiser shard's state beside the checkpoints
         save_state(run.dir / f"state-rank{world()[0]}-step-{run.step:06d}.pt", run.learner, state)

@@ -91,9 +91,13 @@ def train_sft(
             run.step += 1
             if out_of_time(started, config.max_seconds):
                 total = run.step  # the time budget is spent: this step is the last (and saved)
-            metrics = {**update, "prepare_s": t1 - t0, "update_s": t2 - t1,
-                       "tokens_per_s": update["tokens"] / (t2 - t1) if t2 > t1 else 0.0,
-                       "examples": [f"{e.trajectory.id}:{e.step}" for e in batch]}  # fmt: skip
+            metrics = {
+                **update,
+                "prepare_s": t1 - t0,
+                "update_s": t2 - t1,
+                "tokens_per_s": update["tokens"] / (t2 - t1) if t2 > t1 else 0.0,
+                "examples": [f"{e.trajectory.id}:{e.step}" for e in batch],
+            }
             if run.is_main:
                 tracker.log(run.step, metrics)
             if run.step % config.save_every == 0 or run.step == total:

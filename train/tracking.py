@@ -15,8 +15,11 @@ class Tracker:
     def __init__(self, run_dir: Path, *, resume_after: int | None = None, tensorboard: bool = True) -> None:
         self.path = run_dir / "metrics.jsonl"
         if resume_after is not None and self.path.is_file():
-            kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
-                    if line and json.loads(line).get("step", 0) <= resume_after]  # fmt: skip
+            kept = [
+                line
+                for line in self.path.read_text(encoding="utf-8").splitlines()
+                if line and json.loads(line).get("step", 0) <= resume_after
+            ]
             self.path.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
         elif resume_after is None:
             self.path.write_text("", encoding="utf-8")

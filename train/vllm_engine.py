@@ -35,16 +35,25 @@ class VllmEngineError(RuntimeError):
 
 
 class VllmEngine:
-    def __init__(self, settings: EngineSettings, policy: PolicyModel | None, run_dir: Path | None,
-                 *, prompt: PromptSettings | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: EngineSettings,
+        policy: PolicyModel | None,
+        run_dir: Path | None,
+        *,
+        prompt: PromptSettings | None = None,
+    ) -> None:
         self.settings = settings
         self.policy = policy
         self.run_dir = run_dir
         self.prompt = prompt or (policy.prompt if policy is not None else PromptSettings())
         vllm = settings.vllm
         headers = {"Authorization": f"Bearer {vllm.api_key}"} if vllm.api_key else {}
-        self.client = httpx.Client(base_url=vllm.base_url.rstrip("/"), headers=headers,
-                                   timeout=httpx.Timeout(vllm.timeout_s, connect=vllm.connect_timeout_s))  # fmt: skip
+        self.client = httpx.Client(
+            base_url=vllm.base_url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(vllm.timeout_s, connect=vllm.connect_timeout_s),
+        )
         self.admin = VllmAdmin(vllm.base_url, api_key=vllm.api_key, timeout_s=max(vllm.timeout_s, 300.0))
         self.served = vllm.model
         self._loaded: str | None = None
@@ -90,9 +99,15 @@ class VllmEngine:
 
     # -- sampling ----------------------------------------------------------------------------------
     def generate(self, turns: Sequence[Turn], n: int, sampling: Sampling) -> list[Generated]:
-        body: dict[str, Any] = {"model": self.served, "messages": to_openai_messages(turns, self.prompt), "n": n,
-                                "temperature": sampling.temperature, "top_p": sampling.top_p,
-                                "max_tokens": sampling.max_new_tokens, "return_token_ids": True}  # fmt: skip
+        body: dict[str, Any] = {
+            "model": self.served,
+            "messages": to_openai_messages(turns, self.prompt),
+            "n": n,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_new_tokens,
+            "return_token_ids": True,
+        }
         if self.suppress:
             body["logit_bias"] = {str(t): -100 for t in self.suppress}
         data = self._post("/v1/chat/completions", body).json()

@@ -313,13 +313,32 @@ class SimPhone:
             w, h = self.width, self.height
             theme = self.theme
             root = View("frame", (0, 0, w, h), fill=theme.background)
-            status = View("frame", (0, 0, w, self._status_height()), rid="com.android.systemui:id/status_bar",
-                          fill=theme.bar)  # fmt: skip
+            status = View(
+                "frame",
+                (0, 0, w, self._status_height()),
+                rid="com.android.systemui:id/status_bar",
+                fill=theme.bar,
+            )
             clock = self.clock or time.strftime("%H:%M")
-            status.add(View("text", status.bounds, text=clock, size=round(40 * w / 1080), ink=theme.ink,
-                            rid="com.android.systemui:id/clock"))  # fmt: skip
-            icons = " ".join(t for t, on in (("Wi-Fi", self.settings.wifi), ("BT", self.settings.bluetooth),
-                                             ("✈", self.settings.airplane)) if on)  # fmt: skip
+            status.add(
+                View(
+                    "text",
+                    status.bounds,
+                    text=clock,
+                    size=round(40 * w / 1080),
+                    ink=theme.ink,
+                    rid="com.android.systemui:id/clock",
+                )
+            )
+            icons = " ".join(
+                t
+                for t, on in (
+                    ("Wi-Fi", self.settings.wifi),
+                    ("BT", self.settings.bluetooth),
+                    ("✈", self.settings.airplane),
+                )
+                if on
+            )
             status.add(
                 View(
                     "text", status.bounds, text=icons, size=round(36 * w / 1080), align="right", ink=theme.ink
@@ -342,13 +361,33 @@ class SimPhone:
         w, h = self.width, self.height
         s = w / 1080 * min(self.ui_scale, 1.8)  # the panel stays inside the screen at large scales
         scrim = View("frame", (0, self._status_height(), w, self._nav_top()), fill="#5f6368")
-        panel = View("frame", (round(80 * s), h // 2 - round(360 * s), w - round(80 * s), h // 2 + round(360 * s)),
-                     fill=self.theme.background, rid="android:id/parentPanel")  # fmt: skip
+        panel = View(
+            "frame",
+            (round(80 * s), h // 2 - round(360 * s), w - round(80 * s), h // 2 + round(360 * s)),
+            fill=self.theme.background,
+            rid="android:id/parentPanel",
+        )
         left, top, right, _ = panel.bounds
-        panel.add(View("text", (left, top + round(40 * s), right, top + round(160 * s)), text=dialog.title,
-                       size=round(56 * s), rid="android:id/alertTitle", ink=self.theme.ink))  # fmt: skip
-        panel.add(View("text", (left, top + round(180 * s), right, top + round(400 * s)), text=dialog.message,
-                       size=round(42 * s), rid="android:id/message", ink=self.theme.ink))  # fmt: skip
+        panel.add(
+            View(
+                "text",
+                (left, top + round(40 * s), right, top + round(160 * s)),
+                text=dialog.title,
+                size=round(56 * s),
+                rid="android:id/alertTitle",
+                ink=self.theme.ink,
+            )
+        )
+        panel.add(
+            View(
+                "text",
+                (left, top + round(180 * s), right, top + round(400 * s)),
+                text=dialog.message,
+                size=round(42 * s),
+                rid="android:id/message",
+                ink=self.theme.ink,
+            )
+        )
         count = max(1, len(dialog.buttons))
         width = (right - left) // count
         for i, (label, handler) in enumerate(dialog.buttons):
@@ -357,9 +396,17 @@ class SimPhone:
                 self.dialog = None
                 handler()
 
-            panel.add(View("button", (left + i * width, top + round(520 * s), left + (i + 1) * width,
-                                      top + round(680 * s)), text=label, on_tap=press, align="center",
-                           size=round(46 * s), rid=f"android:id/button{i + 1}"))  # fmt: skip
+            panel.add(
+                View(
+                    "button",
+                    (left + i * width, top + round(520 * s), left + (i + 1) * width, top + round(680 * s)),
+                    text=label,
+                    on_tap=press,
+                    align="center",
+                    size=round(46 * s),
+                    rid=f"android:id/button{i + 1}",
+                )
+            )
         scrim.add(panel)
         return scrim
 
@@ -373,16 +420,48 @@ class SimPhone:
             key_w = w // 10
             x0 = (w - key_w * len(letters)) // 2
             for i, ch in enumerate(letters):
-                board.add(View("key", (x0 + i * key_w, top + r * row_h, x0 + (i + 1) * key_w, top + (r + 1) * row_h),
-                               text=ch, desc=ch, align="center", size=round(52 * w / 1080),
-                               on_tap=partial(self.type_text, ch)))  # fmt: skip
+                board.add(
+                    View(
+                        "key",
+                        (x0 + i * key_w, top + r * row_h, x0 + (i + 1) * key_w, top + (r + 1) * row_h),
+                        text=ch,
+                        desc=ch,
+                        align="center",
+                        size=round(52 * w / 1080),
+                        on_tap=partial(self.type_text, ch),
+                    )
+                )
         y = top + 3 * row_h
-        board.add(View("key", (0, y - row_h, w // 10 + w // 20, y), text="⌫", desc="Delete", align="center",
-                       on_tap=lambda: self.keyevent(KEY_DEL)))  # fmt: skip
-        board.add(View("key", (w // 5, y, w * 4 // 5, bottom), text="space", desc="Space", align="center",
-                       on_tap=lambda: self.type_text(" ")))  # fmt: skip
-        board.add(View("key", (w * 4 // 5, y, w, bottom), text="⏎", desc="Enter", align="center",
-                       on_tap=lambda: self.keyevent(KEY_ENTER)))  # fmt: skip
+        board.add(
+            View(
+                "key",
+                (0, y - row_h, w // 10 + w // 20, y),
+                text="⌫",
+                desc="Delete",
+                align="center",
+                on_tap=lambda: self.keyevent(KEY_DEL),
+            )
+        )
+        board.add(
+            View(
+                "key",
+                (w // 5, y, w * 4 // 5, bottom),
+                text="space",
+                desc="Space",
+                align="center",
+                on_tap=lambda: self.type_text(" "),
+            )
+        )
+        board.add(
+            View(
+                "key",
+                (w * 4 // 5, y, w, bottom),
+                text="⏎",
+                desc="Enter",
+                align="center",
+                on_tap=lambda: self.keyevent(KEY_ENTER),
+            )
+        )
         return board
 
     def _nav_view(self) -> View:
@@ -392,11 +471,23 @@ class SimPhone:
             "frame", (0, top, w, self.height), fill="#000000", rid="com.android.systemui:id/navigation_bar"
         )
         third = w // 3
-        for i, (glyph, desc, code) in enumerate((("◁", "Back", KEY_BACK), ("○", "Home", KEY_HOME),
-                                                 ("□", "Overview", KEY_APP_SWITCH))):  # fmt: skip
-            nav.add(View("key", (i * third, top, (i + 1) * third, self.height), text=glyph, desc=desc, align="center",
-                         fill="#000000", ink="#ffffff", size=round(56 * w / 1080), rid=f"com.android.systemui:id/{desc.lower()}",
-                         on_tap=partial(self.keyevent, code)))  # fmt: skip
+        for i, (glyph, desc, code) in enumerate(
+            (("◁", "Back", KEY_BACK), ("○", "Home", KEY_HOME), ("□", "Overview", KEY_APP_SWITCH))
+        ):
+            nav.add(
+                View(
+                    "key",
+                    (i * third, top, (i + 1) * third, self.height),
+                    text=glyph,
+                    desc=desc,
+                    align="center",
+                    fill="#000000",
+                    ink="#ffffff",
+                    size=round(56 * w / 1080),
+                    rid=f"com.android.systemui:id/{desc.lower()}",
+                    on_tap=partial(self.keyevent, code),
+                )
+            )
         return nav
 
     def _frame(self) -> _Frame:

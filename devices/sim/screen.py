@@ -71,23 +71,54 @@ class Screen:
         )
         x = 0
         if back is not None:
-            bar.add(View("icon", (0, self.y, h, self.y + h), desc="Navigate up", glyph="<", on_tap=back, fill="#5f6368",
-                         rid=self._rid("up")))  # fmt: skip
+            bar.add(
+                View(
+                    "icon",
+                    (0, self.y, h, self.y + h),
+                    desc="Navigate up",
+                    glyph="<",
+                    on_tap=back,
+                    fill="#5f6368",
+                    rid=self._rid("up"),
+                )
+            )
             x = h
-        bar.add(View("text", (x, self.y, self.width - h * len(actions), self.y + h), text=text, size=self.px(60),
-                     rid=self._rid("toolbar_title"), ink=self.phone.theme.ink))  # fmt: skip
+        bar.add(
+            View(
+                "text",
+                (x, self.y, self.width - h * len(actions), self.y + h),
+                text=text,
+                size=self.px(60),
+                rid=self._rid("toolbar_title"),
+                ink=self.phone.theme.ink,
+            )
+        )
         for i, (glyph, desc, handler) in enumerate(actions):
             right = self.width - i * h
-            bar.add(View("icon", (right - h, self.y, right, self.y + h), desc=desc, glyph=glyph, on_tap=handler,
-                         rid=self._rid(desc.lower().replace(" ", "_"))))  # fmt: skip
+            bar.add(
+                View(
+                    "icon",
+                    (right - h, self.y, right, self.y + h),
+                    desc=desc,
+                    glyph=glyph,
+                    on_tap=handler,
+                    rid=self._rid(desc.lower().replace(" ", "_")),
+                )
+            )
         self.root.add(bar)
         self.y += h
 
     def text(
         self, text: str, *, size: int = 44, height: int = 120, rid: str = "", ink: str | None = None
     ) -> View:
-        view = View("text", (0, self.y, self.width, self.y + self.px(height)), text=text, size=self.px(size),
-                    rid=self._rid(rid), ink=ink or self.phone.theme.ink)  # fmt: skip
+        view = View(
+            "text",
+            (0, self.y, self.width, self.y + self.px(height)),
+            text=text,
+            size=self.px(size),
+            rid=self._rid(rid),
+            ink=ink or self.phone.theme.ink,
+        )
         self.root.add(view)
         self.y += self.px(height)
         return view
@@ -115,10 +146,18 @@ class Screen:
         h = self._slot if self._slot and y is not None else self.px(height)
         tile = round(h * 0.6) if mark is not None and self.phone.display.item_marks else 0
         view = View(
-            kind, (0, top, self.width, top + h), text=text, on_tap=on_tap, on_long_press=on_long_press,
-            checked=switch if switch is not None else checkbox, rid=self._rid(rid), desc=desc,
-            size=self.px(48), ink=self.phone.theme.ink, indent=tile + self.px(24) if tile else 0,
-        )  # fmt: skip
+            kind,
+            (0, top, self.width, top + h),
+            text=text,
+            on_tap=on_tap,
+            on_long_press=on_long_press,
+            checked=switch if switch is not None else checkbox,
+            rid=self._rid(rid),
+            desc=desc,
+            size=self.px(48),
+            ink=self.phone.theme.ink,
+            indent=tile + self.px(24) if tile else 0,
+        )
         if tile and mark is not None:
             left, cy = self.px(40), top + h // 2
             initial = (text or desc).lstrip("★ ")[:1].upper()
@@ -138,10 +177,17 @@ class Screen:
     def field(self, field: TextField, *, rid: str, height: int = 150) -> View:
         focused = self.phone.focused is field
         view = View(
-            "edit", (0, self.y, self.width, self.y + self.px(height)), text=field.value, hint=field.hint,
-            password=field.password, focused=focused, rid=self._rid(rid), size=self.px(46),
-            on_tap=lambda: self.phone.focus(field), text_field=field,
-        )  # fmt: skip
+            "edit",
+            (0, self.y, self.width, self.y + self.px(height)),
+            text=field.value,
+            hint=field.hint,
+            password=field.password,
+            focused=focused,
+            rid=self._rid(rid),
+            size=self.px(46),
+            on_tap=lambda: self.phone.focus(field),
+            text_field=field,
+        )
         self.root.add(view)
         self.y += self.px(height)
         return view
@@ -150,8 +196,16 @@ class Screen:
         self, text: str, on_tap: Handler, *, rid: str = "", height: int = 160, fill: str | None = None
     ) -> View:
         margin = self.px(48)
-        view = View("button", (margin, self.y + self.px(16), self.width - margin, self.y + self.px(height)),
-                    text=text, on_tap=on_tap, rid=self._rid(rid), size=self.px(48), align="center", fill=fill)  # fmt: skip
+        view = View(
+            "button",
+            (margin, self.y + self.px(16), self.width - margin, self.y + self.px(height)),
+            text=text,
+            on_tap=on_tap,
+            rid=self._rid(rid),
+            size=self.px(48),
+            align="center",
+            fill=fill,
+        )
         self.root.add(view)
         self.y += self.px(height + 16)
         return view
@@ -209,8 +263,14 @@ class Screen:
         """A floating action button in the bottom-right corner."""
         size = self.px(168)
         right, bottom = self.width - self.px(48), self.bottom - self.px(48)
-        view = View("icon", (right - size, bottom - size, right, bottom), desc=desc, glyph=glyph, on_tap=on_tap,
-                    rid=self._rid("fab"))  # fmt: skip
+        view = View(
+            "icon",
+            (right - size, bottom - size, right, bottom),
+            desc=desc,
+            glyph=glyph,
+            on_tap=on_tap,
+            rid=self._rid("fab"),
+        )
         self.root.add(view)
         return view
 

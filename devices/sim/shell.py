@@ -325,8 +325,10 @@ def _input(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) 
         # virtual keyboard cannot produce fail, as on a phone.
         text = rest[0].replace("%s", " ")
         if any(ord(c) > 126 or (ord(c) < 32 and c != "\t") for c in text):
-            return Result(stderr=b"Exception occurred while executing 'text':\njava.lang.IllegalArgumentException\n",
-                          code=1)  # fmt: skip
+            return Result(
+                stderr=b"Exception occurred while executing 'text':\njava.lang.IllegalArgumentException\n",
+                code=1,
+            )
         phone.type_text(text)
     elif cmd == "keyevent" and rest:
         codes = [c for c in rest if not c.startswith("--")]
@@ -397,8 +399,11 @@ def _am(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) -> 
             raise _Usage("am start needs -n package/activity")
         pkg, activity = _component(phone, component)
         if pkg not in phone.apps:
-            return Result(stdout=b"Starting: Intent { }\n",
-                          stderr=f"Error: Activity class {{{component}}} does not exist.\n".encode(), code=1)  # fmt: skip
+            return Result(
+                stdout=b"Starting: Intent { }\n",
+                stderr=f"Error: Activity class {{{component}}} does not exist.\n".encode(),
+                code=1,
+            )
         phone.start(pkg, activity)
         return Result(stdout=f"Starting: Intent {{ cmp={component} }}\n".encode())
     if cmd == "force-stop" and rest:
@@ -690,8 +695,10 @@ def _tail_head(which: str) -> Command:
 def _app_process(phone: SimPhone, args: list[str], stdin: bytes, env: dict[str, str]) -> Result:
     if "com.wetest.uia2.Main" in args:
         phone.u2_running = True
-        raise KeepRunning(b"[server] INFO: [UiAutomator2Server] Starting Server\n",
-                          on_close=lambda: setattr(phone, "u2_running", False))  # fmt: skip
+        raise KeepRunning(
+            b"[server] INFO: [UiAutomator2Server] Starting Server\n",
+            on_close=lambda: setattr(phone, "u2_running", False),
+        )
     return Result(stderr=b"app_process: class not found\n", code=1)
 
 

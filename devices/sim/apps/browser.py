@@ -17,8 +17,11 @@ class Browser(App):
     label = "Browser"
     glyph = "◉"
     color = "#d93025"
-    activities: ClassVar[dict[str, str]] = {"main": ".ChromeTabbedActivity", "results": ".SearchActivity",
-                                            "page": ".PageActivity"}  # fmt: skip
+    activities: ClassVar[dict[str, str]] = {
+        "main": ".ChromeTabbedActivity",
+        "results": ".SearchActivity",
+        "page": ".PageActivity",
+    }
 
     def reset(self) -> None:
         super().reset()

@@ -93,5 +93,8 @@ class Clock(App):
         self.up()
 
     def _confirm_delete(self, alarm: Alarm) -> None:
-        self.phone.dialog = Dialog("Delete alarm?", f"The {alarm.time} alarm will be deleted.",
-                                   [("Cancel", lambda: None), ("Delete", lambda: self.alarms.remove(alarm))])  # fmt: skip
+        self.phone.dialog = Dialog(
+            "Delete alarm?",
+            f"The {alarm.time} alarm will be deleted.",
+            [("Cancel", lambda: None), ("Delete", lambda: self.alarms.remove(alarm))],
+        )

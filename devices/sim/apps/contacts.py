@@ -137,5 +137,8 @@ class Contacts(App):
             self.selected = None
             self.pages = ["main"]
 
-        self.phone.dialog = Dialog("Delete contact?", f"{contact.name} will be deleted.",
-                                   [("Cancel", lambda: None), ("Delete", delete)])  # fmt: skip
+        self.phone.dialog = Dialog(
+            "Delete contact?",
+            f"{contact.name} will be deleted.",
+            [("Cancel", lambda: None), ("Delete", delete)],
+        )

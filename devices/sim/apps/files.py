@@ -70,8 +70,11 @@ class Files(App):
         folder = self.folder
 
         def delete() -> None:
-            self.phone.dialog = Dialog("Delete file?", f"{name} will be deleted permanently.",
-                                       [("Cancel", lambda: None), ("Delete", lambda: self.folders[folder].remove(name))])  # fmt: skip
+            self.phone.dialog = Dialog(
+                "Delete file?",
+                f"{name} will be deleted permanently.",
+                [("Cancel", lambda: None), ("Delete", lambda: self.folders[folder].remove(name))],
+            )
 
         def star() -> None:
             self.starred ^= {(folder, name)}

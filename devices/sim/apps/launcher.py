@@ -27,19 +27,40 @@ class Launcher(App):
         rows = -(-len(apps) // cols)
         cell_h = min(screen.px(300), (screen.bottom - top) // rows)
         label = min(screen.px(36), round(cell_w / 7))
-        screen.root.add(View("text", (0, screen.top, screen.width, top), text="Home", size=screen.px(56),
-                             align="center", ink=self.phone.theme.ink, rid=f"{self.package}:id/workspace_title"))  # fmt: skip
+        screen.root.add(
+            View(
+                "text",
+                (0, screen.top, screen.width, top),
+                text="Home",
+                size=screen.px(56),
+                align="center",
+                ink=self.phone.theme.ink,
+                rid=f"{self.package}:id/workspace_title",
+            )
+        )
         for i, app in enumerate(apps):
             r, c = divmod(i, cols)
             left, y = c * cell_w, top + r * cell_h
             screen.root.add(
-                View("icon", (left + screen.px(40), y, left + cell_w - screen.px(40), y + cell_w - screen.px(80)),
-                     desc=app.label, glyph=app.glyph, fill=app.color, on_tap=partial(self.phone.start, app.package),
-                     rid=f"{self.package}:id/icon"),
-                View("text", (left, y + cell_w - screen.px(80), left + cell_w, y + cell_w - screen.px(10)),
-                     text=app.label, size=label, align="center", ink=self.phone.theme.ink,
-                     on_tap=partial(self.phone.start, app.package)),
-            )  # fmt: skip
+                View(
+                    "icon",
+                    (left + screen.px(40), y, left + cell_w - screen.px(40), y + cell_w - screen.px(80)),
+                    desc=app.label,
+                    glyph=app.glyph,
+                    fill=app.color,
+                    on_tap=partial(self.phone.start, app.package),
+                    rid=f"{self.package}:id/icon",
+                ),
+                View(
+                    "text",
+                    (left, y + cell_w - screen.px(80), left + cell_w, y + cell_w - screen.px(10)),
+                    text=app.label,
+                    size=label,
+                    align="center",
+                    ink=self.phone.theme.ink,
+                    on_tap=partial(self.phone.start, app.package),
+                ),
+            )
 
     def page_AllApps(self, screen: Screen) -> None:  # noqa: N802 - the activity's name
         apps = self.phone.arrange(self._apps(), "apps")

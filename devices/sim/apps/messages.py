@@ -86,9 +86,17 @@ class Messages(App):
         def item(i: int, y: int, parent: View) -> None:
             msg = msgs[i]
             align = "right" if msg.sender == ME else "left"
-            parent.add(View("text", (0, y, screen.width, y + screen.px(130)), text=msg.text, align=align,
-                            size=screen.px(44), rid=f"{self.package}:id/message_text",
-                            ink="#1967d2" if msg.sender == ME else self.phone.theme.ink))  # fmt: skip
+            parent.add(
+                View(
+                    "text",
+                    (0, y, screen.width, y + screen.px(130)),
+                    text=msg.text,
+                    align=align,
+                    size=screen.px(44),
+                    rid=f"{self.package}:id/message_text",
+                    ink="#1967d2" if msg.sender == ME else self.phone.theme.ink,
+                )
+            )
 
         screen.scroll_list(
             "thread:" + name, len(msgs), item, item_height=130, rid="messages", bottom=compose_top
@@ -96,8 +104,16 @@ class Messages(App):
         screen.y = compose_top
         edit = screen.field(self.compose, rid="compose_message_text", height=170)
         edit.bounds = (0, edit.bounds[1], screen.width - screen.px(200), edit.bounds[3])
-        screen.root.add(View("icon", (screen.width - screen.px(200), compose_top, screen.width, screen.bottom),
-                             desc="Send", glyph="➤", on_tap=self._send, rid=f"{self.package}:id/send_button"))  # fmt: skip
+        screen.root.add(
+            View(
+                "icon",
+                (screen.width - screen.px(200), compose_top, screen.width, screen.bottom),
+                desc="Send",
+                glyph="➤",
+                on_tap=self._send,
+                rid=f"{self.package}:id/send_button",
+            )
+        )
 
     def page_new(self, screen: Screen) -> None:
         screen.title("New conversation", back=self.up)

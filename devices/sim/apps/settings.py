@@ -39,8 +39,11 @@ class Settings(App):
         screen.row("Connected devices", on_tap=lambda: self.go("bluetooth"), rid="connected_devices")
         screen.row("Display", on_tap=lambda: self.go("display"), rid="display")
         screen.row("About phone", on_tap=lambda: self.go("about"), rid="about")
-        screen.text(f"Wi-Fi {'on' if s.wifi else 'off'} · Bluetooth {'on' if s.bluetooth else 'off'}", size=36,
-                    ink="#5f6368")  # fmt: skip
+        screen.text(
+            f"Wi-Fi {'on' if s.wifi else 'off'} · Bluetooth {'on' if s.bluetooth else 'off'}",
+            size=36,
+            ink="#5f6368",
+        )
 
     def page_network(self, screen: Screen) -> None:
         s = self.phone.settings
@@ -87,9 +90,14 @@ class Settings(App):
         s = self.phone.settings
         screen.title("Display", back=self.up)
         screen.text(f"Brightness level: {round(s.brightness * 100 / 255)}%", size=44, rid="brightness_label")
-        slider = View("slider", (0, screen.y, screen.width, screen.y + screen.px(140)), text=str(s.brightness),
-                      rid=f"{self.package}:id/brightness_slider", desc="Brightness",
-                      on_tap_at=lambda x, y: self.set_brightness_at(x))  # fmt: skip
+        slider = View(
+            "slider",
+            (0, screen.y, screen.width, screen.y + screen.px(140)),
+            text=str(s.brightness),
+            rid=f"{self.package}:id/brightness_slider",
+            desc="Brightness",
+            on_tap_at=lambda x, y: self.set_brightness_at(x),
+        )
         slider.on_scroll = lambda dy, dx: self._nudge_brightness(dx)
         screen.root.add(slider)
         screen.y += screen.px(140)

@@ -102,8 +102,12 @@ class Shop(App):
             screen.text("Your cart is empty", size=44, rid="empty")
             return
         for name, qty in items:
-            screen.row(f"{name} × {qty}   ${self.price(name) * qty:.2f}", rid="cart_item", desc=name,
-                       on_long_press=partial(self._confirm_remove, name))  # fmt: skip
+            screen.row(
+                f"{name} × {qty}   ${self.price(name) * qty:.2f}",
+                rid="cart_item",
+                desc=name,
+                on_long_press=partial(self._confirm_remove, name),
+            )
         total = sum(self.price(n) * q for n, q in items)
         screen.text(f"Total ${total:.2f}", size=48, rid="total")
         screen.button("Checkout", lambda: self.go("checkout"), rid="checkout")
@@ -145,8 +149,15 @@ class Shop(App):
                 problem = "Your cart is empty"
             self.phone.dialog = Dialog("Can't place order", problem, [("OK", lambda: None)])
             return
-        self.orders.append(Order(dict(self.cart), c.name.value.strip(), c.address.value.strip(), c.city.value.strip(),
-                                 card[-4:]))  # fmt: skip
+        self.orders.append(
+            Order(
+                dict(self.cart),
+                c.name.value.strip(),
+                c.address.value.strip(),
+                c.city.value.strip(),
+                card[-4:],
+            )
+        )
         self.cart.clear()
         self.checkout = Checkout()
         self.pages = ["main", "done"]

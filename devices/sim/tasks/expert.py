@@ -77,8 +77,9 @@ def scroll_to(phone: SimPhone, predicate: Callable[[View], bool], what: str) -> 
             break
         left, top, right, bottom = lists[-1].bounds
         x = (left + right) // 2
-        yield ExpertAction("swipe", coordinate=(x, bottom - (bottom - top) // 5),
-                           coordinate2=(x, top + (bottom - top) // 5))  # fmt: skip
+        yield ExpertAction(
+            "swipe", coordinate=(x, bottom - (bottom - top) // 5), coordinate2=(x, top + (bottom - top) // 5)
+        )
     if find(phone, predicate) is None:
         raise TaskError(f"expert cannot scroll to {what}")
 

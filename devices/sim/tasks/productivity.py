@@ -140,8 +140,14 @@ class CreateNote(Task):
 
     @classmethod
     def sample(cls, rng: random.Random) -> dict[str, Any]:
-        title, body = rng.choice([("Groceries", "apples, rice, coffee"), ("Trip", "passport and charger"),
-                                  ("Books", "Dune; Neuromancer"), ("Gift ideas", "scarf for Anna")])  # fmt: skip
+        title, body = rng.choice(
+            [
+                ("Groceries", "apples, rice, coffee"),
+                ("Trip", "passport and charger"),
+                ("Books", "Dune; Neuromancer"),
+                ("Gift ideas", "scarf for Anna"),
+            ]
+        )
         return {"title": title, "body": body}
 
     def is_successful(self, phone: SimPhone, outcome: Outcome | None = None) -> bool:

@@ -14,8 +14,11 @@ from devices.sim.tasks.expert import by_rid, dialog_button, done, open_app, scro
 from devices.sim.tasks.registry import register
 
 QUERIES = ("weather in Lisbon", "best pizza near me", "how tall is Mount Everest", "python asyncio tutorial")
-PEOPLE = (("Anna Schmidt", "Hauptstr. 5", "Berlin"), ("Kofi Mensah", "12 Ring Road", "Accra"),
-          ("Hana Sato", "3-1 Shibuya", "Tokyo"))  # fmt: skip
+PEOPLE = (
+    ("Anna Schmidt", "Hauptstr. 5", "Berlin"),
+    ("Kofi Mensah", "12 Ring Road", "Accra"),
+    ("Hana Sato", "3-1 Shibuya", "Tokyo"),
+)
 
 
 def _browser(phone: SimPhone) -> Browser:
@@ -147,8 +150,13 @@ class BuyProduct(Task):
             return False
         order = orders[0]
         p = self.params
-        return (order.items == {p["product"]: 1} and order.name == p["name"] and order.address == p["address"]
-                and order.city == p["city"] and order.card_last4 == p["card"][-4:])  # fmt: skip
+        return (
+            order.items == {p["product"]: 1}
+            and order.name == p["name"]
+            and order.address == p["address"]
+            and order.city == p["city"]
+            and order.card_last4 == p["card"][-4:]
+        )
 
     def solve(self, phone: SimPhone) -> Iterator[ExpertAction]:
         p = self.params
