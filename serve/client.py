@@ -8,11 +8,11 @@ for event, data in client.events(task.id):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+from httpx_sse import connect_sse
 
 from serve.schemas import (
     DeviceResponse,
@@ -85,19 +85,18 @@ class AgentClient:
         """The task's server-sent events until it ends: ("step", StepResponse), ("paused", {}),
         ("resumed", {}), ("taken_over", {"action": ...}) and ("end", {...}). A step comes again when
         it changes (``revision`` 0: recorded, 1: final): keep the highest revision of each index."""
-        with self._http.stream("GET", f"/v1/tasks/{task_id}/events", timeout=None) as stream:
-            if stream.status_code >= 400:
-                stream.read()
-                raise ApiError(stream.status_code, stream.text)
-            kind = ""
-            for line in stream.iter_lines():
-                if line.startswith("event: "):
-                    kind = line[7:]
-                elif line.startswith("data: "):
-                    data = json.loads(line[6:])
-                    yield (kind, StepResponse.model_validate(data)) if kind == "step" else (kind, data)
-                    if kind == "end":
-                        return
+        with connect_sse(self._http, "GET", f"/v1/tasks/{task_id}/events", timeout=None) as source:
+            if source.response.status_code >= 400:
+                source.response.read()
+                raise ApiError(source.response.status_code, source.response.text)
+            for event in source.iter_sse():
+                data = event.json()
+                if event.event == "step":
+                    yield event.event, StepResponse.model_validate(data)
+                else:
+                    yield event.event, data
+                if event.event == "end":
+                    return
 
     def trajectory(self, task_id: str) -> TrajectoryResponse:
         return TrajectoryResponse.model_validate(self._json("GET", f"/v1/trajectories/{task_id}"))

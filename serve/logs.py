@@ -6,35 +6,31 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
-# Attributes every LogRecord has; anything else on a record came in through ``extra``.
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
-    "message",
-    "asctime",
-    "taskName",
-    "color_message",
-}
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter as _LibraryJsonFormatter
 
 
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        data: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
-                data[key] = value if isinstance(value, str | int | float | bool | type(None)) else str(value)
-        if record.exc_info:
-            data["exc"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False)
+class JsonFormatter(_LibraryJsonFormatter):
+    """python-json-logger's formatter with this service's fields: ``ts`` (UTC), ``level`` (lower
+    case), ``logger``, ``msg``, every ``extra`` value, and ``exc`` (the traceback, in the line)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "{levelname}{name}{message}",
+            style="{",
+            rename_fields={"levelname": "level", "name": "logger", "message": "msg", "exc_info": "exc"},
+            timestamp="ts",
+            reserved_attrs=[*RESERVED_ATTRS, "color_message"],  # uvicorn's coloured copy of msg
+            json_ensure_ascii=False,
+        )
+
+    def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        log_data["level"] = str(log_data["level"]).lower()
+        return log_data
 
 
 def setup_logging(level: str = "INFO") -> None:
