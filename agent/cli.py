@@ -211,10 +211,12 @@ def list_trajectories(
 
         where = make_url(store.url).render_as_string(hide_password=True)
         typer.echo(f"no episodes{' matching the filters' if status or device else ''} in {where}", err=True)
-    for episode in found:
-        typer.echo(
-            f"{episode.id}  {episode.created_at:%Y-%m-%d %H:%M}  {episode.status.value:<9}  "
-            f"{len(episode.steps):>3} steps  {episode.goal}"
+    else:
+        from agent.console import print_table
+
+        print_table(
+            ("ID", "CREATED", "STATUS", "STEPS", "GOAL"),
+            ((e.id, f"{e.created_at:%Y-%m-%d %H:%M}", e.status.value, len(e.steps), e.goal) for e in found),
         )
 
 

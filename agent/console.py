@@ -7,6 +7,8 @@ process never imports torch, and no package imports a sibling for the sake of th
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterable, Sequence
 from importlib.metadata import EntryPoint, entry_points, version
 from typing import Any
 
@@ -120,3 +122,18 @@ def main() -> None:
         message, code = one_line(exc)
         typer.echo(f"error: {message}", err=True)
         raise SystemExit(code) from None
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Rows under their headers, aligned by rich (whole lines in a pipe, not cut to 80 columns)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console() if sys.stdout.isatty() else Console(width=1000, no_color=True)
+    table = Table(*headers, box=None, pad_edge=False, header_style="bold", show_edge=False)
+    for row in rows:
+        table.add_row(*("-" if cell is None else str(cell) for cell in row))
+    with console.capture() as captured:
+        console.print(table)
+    for line in captured.get().splitlines():
+        typer.echo(line.rstrip(), color=sys.stdout.isatty())

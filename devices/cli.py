@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import threading
 from typing import Annotated
 
@@ -64,9 +65,13 @@ def list_devices(
             err=True,
         )
         return
-    typer.echo(f"{'SERIAL':<24} {'STATE':<14} {'MODEL':<20} SERVER")
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("SERIAL", "STATE", "MODEL", "SERVER", box=None, pad_edge=False, show_edge=False)
     for device in sorted(pool.devices.values(), key=lambda d: d.serial):
-        typer.echo(f"{device.serial:<24} {device.state.value:<14} {device.model:<20} {device.server}")
+        table.add_row(device.serial, device.state.value, device.model or "-", device.server)
+    Console(width=None if sys.stdout.isatty() else 1000).print(table)
 
 
 @app.command("connect")

@@ -110,9 +110,24 @@ def generate_key(
 @keys_app.command("list")
 def list_keys() -> None:
     """List keys (ids and scopes; the secrets are not stored)."""
-    for key in _keys().list():
-        state = f"revoked {key.revoked_at:%Y-%m-%d}" if key.revoked_at else "active"
-        typer.echo(f"{key.id}  {','.join(sorted(key.scopes)):<12} {state:<18} {key.name}")
+    from agent.console import print_table
+
+    keys = _keys().list()
+    if not keys:
+        typer.echo("no keys yet (uis1 keys create NAME)", err=True)
+        return
+    print_table(
+        ("ID", "SCOPES", "STATE", "NAME"),
+        (
+            (
+                k.id,
+                ",".join(sorted(k.scopes)),
+                f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active",
+                k.name,
+            )
+            for k in keys
+        ),
+    )
 
 
 @keys_app.command("revoke")
@@ -226,11 +241,13 @@ def list_models(
         return
     if not rows:
         typer.echo("no model versions registered (uis1 models register)", err=True)
-    for row in rows:
-        typer.echo(
-            f"{row['name']:<36} {row['state']:<10} {row['kind']:<8} parent={row['parent'] or '-':<28} "
-            f"{','.join(row['aliases'])}"
-        )
+        return
+    from agent.console import print_table
+
+    print_table(
+        ("NAME", "STATE", "KIND", "PARENT", "ALIASES"),
+        ((r["name"], r["state"], r["kind"], r["parent"], ",".join(r["aliases"])) for r in rows),
+    )
 
 
 @models_app.command("show")
@@ -359,11 +376,13 @@ def list_jobs(
         return
     if not jobs:
         typer.echo("no jobs yet (uis1 retrain, or POST /v1/jobs)", err=True)
-    for job in jobs:
-        typer.echo(
-            f"{job.id[:12]}  {job.created_at:%Y-%m-%d %H:%M}  {job.status:<10} {job.trigger:<10} "
-            f"{job.reason or ''}"
-        )
+        return
+    from agent.console import print_table
+
+    print_table(
+        ("ID", "CREATED", "STATUS", "TRIGGER", "REASON"),
+        ((j.id[:12], f"{j.created_at:%Y-%m-%d %H:%M}", j.status, j.trigger, j.reason) for j in jobs),
+    )
 
 
 @jobs_app.command("show")

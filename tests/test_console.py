@@ -148,3 +148,8 @@ def test_trajectories_list_says_where_it_looked_and_speaks_json(tmp_path) -> Non
     shown = _run_in(tmp_path, "trajectories", "show", "01234567")  # the short id the demo prints
     assert shown.returncode == 0, shown.stderr
     assert '"goal": "Turn on Wi-Fi"' in shown.stdout
+    table = _run_in(tmp_path, "trajectories", "list").stdout.splitlines()
+    assert table[0].split() == ["ID", "CREATED", "STATUS", "STEPS", "GOAL"]
+    assert table[1].split()[0] == "0123456789abcdef"  # the whole id, aligned under its header
+    assert table[1].endswith("Turn on Wi-Fi")
+    assert table[1].index("Turn on Wi-Fi") == table[0].index("GOAL")
