@@ -99,6 +99,7 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         await runner.start()
         jobs = JobStore(store.engine)
         swap = swap_controller(settings, store, registry, chosen, prompt, given=policy is not None)
+        runner.versions.swap = swap
         scheduler = Scheduler(jobs, settings.scheduler, on_job_end=_after_job(swap))
         background = []
         if swap is not None and settings.swap.auto_promote:

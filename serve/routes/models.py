@@ -139,25 +139,14 @@ async def promote(body: PromoteRequest, state: StateDep, key: AdminKey) -> Model
     """Serve the version and make it the alias's target. For ``default`` with vLLM or the in-process
     engine this is the hot swap: load, canary, flip; a failed canary answers 409 and the old version
     keeps serving."""
-    detail = {"reason": body.reason} if body.reason else {}
     try:
         await asyncio.to_thread(state.registry.get, body.version)
     except RegistryError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
     try:
-        if state.swap is not None and body.alias == DEFAULT_ALIAS:
-            await state.swap.promote(
-                body.version, actor=f"key:{key.id}", force=body.force, reason=body.reason
-            )
-        else:
-            await asyncio.to_thread(
-                state.registry.promote,
-                body.version,
-                actor=f"key:{key.id}",
-                alias=body.alias,
-                force=body.force,
-                detail=detail,
-            )
+        await state.runner.versions.promote(
+            body.version, alias=body.alias, actor=f"key:{key.id}", force=body.force, reason=body.reason
+        )
     except (RegistryError, SwapError, LockHeld) as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return await list_models(state, key)
@@ -166,12 +155,8 @@ async def promote(body: PromoteRequest, state: StateDep, key: AdminKey) -> Model
 @router.post("/rollback", response_model=ModelsResponse)
 async def rollback(body: RollbackRequest, state: StateDep, key: AdminKey) -> ModelsResponse:
     """Serve the version the alias pointed at before; the rolled-back version is rejected."""
-    detail = {"reason": body.reason} if body.reason else {}
     try:
-        if state.swap is not None and body.alias == DEFAULT_ALIAS:
-            await state.swap.rollback(actor=f"key:{key.id}", reason=body.reason)
-        else:
-            await asyncio.to_thread(state.registry.rollback, body.alias, actor=f"key:{key.id}", detail=detail)
+        await state.runner.versions.rollback(alias=body.alias, actor=f"key:{key.id}", reason=body.reason)
     except (RegistryError, SwapError, LockHeld) as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return await list_models(state, key)

@@ -25,8 +25,8 @@ from agent.geometry import Size
 from agent.policy import PolicyError, PolicyRejected, SamplingSettings
 from agent.prompt import PromptSettings, Screenshot, Turn, build_conversation, current_geometry
 from serve.deps import AgentKey, StateDep
-from serve.runner import UnknownModel
 from serve.settings import ServeSettings
+from serve.task_request import UnknownModel
 from serve.validation import StrictJsonRoute
 
 router = APIRouter(prefix="/v1", tags=["predict"], route_class=StrictJsonRoute)
@@ -141,10 +141,10 @@ async def predict(body: PredictRequest, state: StateDep, key: AgentKey) -> Predi
     if len(body.history) != len(body.screenshots) - 1:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, "send one previous response per earlier screenshot")
     try:
-        served, version = await asyncio.to_thread(state.runner.resolve_model, body.model)
+        served, version = await asyncio.to_thread(state.runner.versions.resolve, body.model)
     except UnknownModel as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    prompt = await asyncio.to_thread(state.runner.prompt_for, version)
+    prompt = await asyncio.to_thread(state.runner.versions.prompt_for, version)
     turns = await asyncio.to_thread(_conversation, body, state.settings, prompt)
     try:
         result = await state.policy.predict(turns, sampling=body.sampling, model=served)

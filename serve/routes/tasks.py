@@ -14,7 +14,6 @@ from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
 from agent.trajectory import Episode, EpisodeStatus
 from serve.deps import AgentKey, StateDep
-from serve.runner import NoSuchDevice, NotRunning, OffScreen, QueueFull, TaskRequest, UnknownModel
 from serve.schemas import (
     FeedbackRequest,
     FeedbackResponse,
@@ -24,6 +23,7 @@ from serve.schemas import (
     TaskList,
     TaskResponse,
 )
+from serve.task_request import NoSuchDevice, NotRunning, OffScreen, QueueFull, TaskRequest, UnknownModel
 from serve.validation import StrictJsonRoute
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=StrictJsonRoute)
@@ -79,8 +79,10 @@ async def list_tasks(
 
 
 async def _task(state: StateDep, episode: Episode) -> TaskResponse:
-    paused = episode.status is EpisodeStatus.RUNNING and await state.runner.is_paused(episode.id)
-    return TaskResponse.of(episode, paused=paused, held=state.runner.held(episode.id) if paused else None)
+    paused = episode.status is EpisodeStatus.RUNNING and await state.runner.controls.is_paused(episode.id)
+    return TaskResponse.of(
+        episode, paused=paused, held=state.runner.controls.held(episode.id) if paused else None
+    )
 
 
 @router.get("/{task_id}", response_model=TaskResponse)
@@ -91,7 +93,7 @@ async def get_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse
 @router.post("/{task_id}/cancel", response_model=TaskResponse)
 async def cancel_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
     await _episode(state, task_id)
-    return TaskResponse.of(await state.runner.cancel(task_id))
+    return TaskResponse.of(await state.runner.controls.cancel(task_id))
 
 
 async def _streamable(task_id: str, state: StateDep, key: AgentKey) -> str:
@@ -114,7 +116,7 @@ async def _streamable(task_id: str, state: StateDep, key: AgentKey) -> str:
 async def stream_task(
     task_id: Annotated[str, Depends(_streamable)], state: StateDep
 ) -> AsyncIterator[ServerSentEvent]:
-    async for item in state.runner.events(task_id):
+    async for item in state.runner.events.stream(task_id):
         if item["event"] == "step":
             step = StepResponse.of(item["step"])
             yield ServerSentEvent(
@@ -132,7 +134,7 @@ async def pause_task(task_id: str, state: StateDep, key: AgentKey) -> TaskRespon
     """Hold the task before its next action, so a person can supply that action (takeover)."""
     await _episode(state, task_id)
     try:
-        await state.runner.pause(task_id)
+        await state.runner.controls.pause(task_id)
     except NotRunning:
         raise HTTPException(status.HTTP_409_CONFLICT, "only a running task can be paused") from None
     return await _task(state, await _episode(state, task_id))
@@ -153,7 +155,7 @@ async def take_over(task_id: str, body: TakeoverRequest, state: StateDep, key: A
     except ActionError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"bad action: {exc.detail}") from None
     try:
-        await state.runner.take_over(task_id, action, hold=body.hold)
+        await state.runner.controls.take_over(task_id, action, hold=body.hold)
     except NotRunning as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     except OffScreen as exc:
@@ -170,7 +172,7 @@ async def resume_task(
     """Let a paused task go on with the policy's own action (with ``hold``, for one step only)."""
     await _episode(state, task_id)
     try:
-        await state.runner.resume(task_id, hold=body.hold if body else False)
+        await state.runner.controls.resume(task_id, hold=body.hold if body else False)
     except NotRunning:
         raise HTTPException(status.HTTP_409_CONFLICT, "the task is not running") from None
     return await _task(state, await _episode(state, task_id))

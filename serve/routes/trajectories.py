@@ -68,7 +68,8 @@ async def get_trajectory(episode_id: str, state: StateDep, key: AgentKey) -> Tra
     return TrajectoryResponse(
         task=TaskResponse.of(
             episode,
-            paused=episode.status is EpisodeStatus.RUNNING and await state.runner.is_paused(episode.id),
+            paused=episode.status is EpisodeStatus.RUNNING
+            and await state.runner.controls.is_paused(episode.id),
         ),
         steps=[StepResponse.of(s) for s in episode.steps],
     )

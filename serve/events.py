@@ -1,0 +1,82 @@
+"""The task event stream: steps and controls fanned out to every client watching a task.
+
+A step is published in every form it takes: when recorded (before its action runs, as another
+replica's stream reads it from the store) and again when final. A stream sends each form once and
+a client keeps the highest revision of each index. A task running on another replica is followed
+through the store, read whenever a stream has had no news for two control polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agent.store import TrajectoryStore
+from agent.trajectory import Episode, Step
+from serve.schemas import step_revision
+
+
+def end_event(episode: Episode) -> dict[str, Any]:
+    """The stream's last event for a finished episode."""
+    return {"event": "end", "status": episode.status.value, "error": episode.error, "answer": episode.answer}
+
+
+class EventHub:
+    def __init__(self, store: TrajectoryStore, poll_s: float) -> None:
+        self.store = store
+        self.poll_s = poll_s  # without news for this long, a stream reads the store
+        self._subscribers: dict[str, list[asyncio.Queue[dict[str, Any]]]] = {}
+
+    def publish(self, episode_id: str, item: dict[str, Any]) -> None:
+        for queue in self._subscribers.get(episode_id, []):
+            queue.put_nowait(item)
+
+    async def stream(self, episode_id: str) -> AsyncIterator[dict[str, Any]]:
+        """Every recorded step so far, then live events until the episode ends."""
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._subscribers.setdefault(episode_id, []).append(queue)
+        sent: dict[int, int] = {}  # index -> revision sent
+
+        def fresh(step: Step) -> bool:
+            if step_revision(step) <= sent.get(step.index, -1):
+                return False
+            sent[step.index] = step_revision(step)
+            return True
+
+        async def stored() -> tuple[Episode, list[dict[str, Any]]]:
+            """The episode as the store has it, and its steps not yet sent in that form."""
+            episode = await asyncio.to_thread(self.store.get, episode_id)
+            return episode, [{"event": "step", "step": step} for step in episode.steps if fresh(step)]
+
+        try:
+            episode, unsent = await stored()
+            for event in unsent:
+                yield event
+            if episode.status.finished:
+                yield end_event(episode)
+                return
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), self.poll_s)
+                except TimeoutError:  # the episode may run on another replica: read the store
+                    episode, unsent = await stored()
+                    for event in unsent:
+                        yield event
+                    if episode.status.finished:
+                        yield end_event(episode)
+                        return
+                    continue
+                if item["event"] == "step" and not fresh(item["step"]):
+                    continue
+                if item["event"] == "end":  # steps the store has that were not published here
+                    for event in (await stored())[1]:
+                        yield event
+                yield item
+                if item["event"] == "end":
+                    return
+        finally:
+            subscribers = self._subscribers[episode_id]
+            subscribers.remove(queue)
+            if not subscribers:
+                del self._subscribers[episode_id]

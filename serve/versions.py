@@ -1,0 +1,110 @@
+"""Which model version serves a task, and with which prompt.
+
+A task names a version or an alias (or nothing: the default alias); it is pinned to the version
+that name resolves to when it starts, and keeps it to its end. A version whose engine holds
+another one (a full-weights swap in progress, or done without it) is refused rather than served
+by the wrong weights. While a hot swap holds new episodes back, none starts.
+
+Promotion and rollback come here too: the default alias of a service with a swap controller (vLLM
+or the in-process engine) moves by a hot swap (load, canary, flip); any other alias is a registry
+record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from agent.jobs import JobStore
+from agent.policy import Policy
+from agent.prompt import PromptSettings
+from agent.registry import DEFAULT_ALIAS, Kind, ModelRegistry, RegistryError
+from serve.swap import HOLD_LOCK, LOADED, SwapController
+from serve.task_request import TaskRequest, UnknownModel
+
+
+class VersionRouter:
+    def __init__(
+        self, registry: ModelRegistry | None, policy: Policy, prompt: PromptSettings, jobs: JobStore
+    ) -> None:
+        self.registry = registry
+        self.policy = policy
+        self.prompt = prompt
+        self.jobs = jobs
+        self.swap: SwapController | None = None  # set by the app once its engine is known
+        self._hold = False
+        self._hold_read_at = -1.0
+
+    def resolve(self, name: str | None) -> tuple[str | None, str | None]:
+        """The served name to ask the policy server for and the registry version, for a name a client
+        sent (a version or an alias; None: the default). A name the registry does not know never
+        reaches the policy server: with an empty registry, only the policy's own model is known.
+        """
+        if self.registry is None:
+            return name, None
+        try:
+            version = self.registry.resolve(name)
+        except RegistryError:
+            if name == self.policy.model_version and not self.registry.versions():
+                return name, None
+            raise UnknownModel(f"no model version or alias {name!r}") from None
+        if version is None:
+            return name, None
+        if version.kind != Kind.ADAPTER and not version.endpoint:
+            held = self.registry.aliases().get(LOADED + version.served_name)
+            if held is not None and held != version.name:
+                raise UnknownModel(
+                    f"model version {version.name} is not being served: the engine serving "
+                    f"{version.served_name!r} holds {held}"
+                )
+        return version.served_name, version.name
+
+    def route(self, request: TaskRequest) -> tuple[TaskRequest, str | None]:
+        """Pin the task to a model version: the one it names (version or alias), else the default.
+
+        Returns the request with the served name to ask the policy server for, and the version.
+        """
+        served, version = self.resolve(request.model)
+        return request.model_copy(update={"model": served}), version
+
+    def prompt_for(self, version: str | None) -> PromptSettings:
+        """The prompt a task pinned to ``version`` runs with: the system prompt that version was
+        trained with (the registry keeps it), else the service's."""
+        if self.registry is None or version is None:
+            return self.prompt
+        try:
+            return self.registry.get(version).prompt_of(self.prompt)
+        except RegistryError:
+            return self.prompt
+
+    async def swap_holds(self, *, fresh: bool = False) -> bool:
+        """Whether a hot swap holds new episodes back (read at most every half second)."""
+        now = time.monotonic()
+        if fresh or now - self._hold_read_at > 0.5:
+            self._hold = await asyncio.to_thread(self.jobs.held, HOLD_LOCK)
+            self._hold_read_at = now
+        return self._hold
+
+    async def promote(
+        self, version: str, *, alias: str, actor: str, force: bool = False, reason: str | None = None
+    ) -> None:
+        """Serve ``version`` under ``alias`` (the hot swap for the default alias, where there is one)."""
+        if self.registry is None:
+            raise RegistryError("this service keeps no model registry")
+        if self.swap is not None and alias == DEFAULT_ALIAS:
+            await self.swap.promote(version, actor=actor, force=force, reason=reason)
+            return
+        detail = {"reason": reason} if reason else {}
+        await asyncio.to_thread(
+            self.registry.promote, version, actor=actor, alias=alias, force=force, detail=detail
+        )
+
+    async def rollback(self, *, alias: str, actor: str, reason: str | None = None) -> None:
+        """Serve the version ``alias`` pointed at before; the rolled-back one is rejected."""
+        if self.registry is None:
+            raise RegistryError("this service keeps no model registry")
+        if self.swap is not None and alias == DEFAULT_ALIAS:
+            await self.swap.rollback(actor=actor, reason=reason)
+            return
+        detail = {"reason": reason} if reason else {}
+        await asyncio.to_thread(self.registry.rollback, alias, actor=actor, detail=detail)
