@@ -1,0 +1,331 @@
+"""What every hot swap does, whatever the engine: one swap at a time across replicas, the canary
+before the ``default`` alias moves, rejection and rollback, the evaluation gate for candidates, and
+retiring the old version once no running episode uses it. The engines' own steps are in
+``serve.swap.vllm`` and ``serve.swap.local``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent.jobs import JobStore, LockHeld
+from agent.policy import PolicyResult, SamplingSettings
+from agent.prompt import PromptSettings, Screenshot, build_conversation
+from agent.registry import DEFAULT_ALIAS, ModelRegistry, ModelVersion, RegistryError
+from agent.store import TrajectoryStore
+from agent.trajectory import EpisodeStatus
+from serve.gate import GateDecision, GateSettings, decide
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger(__name__)
+
+HOLD_LOCK = "swap-hold"  # while held, no replica starts a new episode
+SWAP_LOCK = "swap"  # one swap at a time across replicas
+LOADED = "loaded:"  # alias prefix: the full version an engine holds, by served name
+
+
+class SwapSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    strategy: Literal["auto", "in_place", "blue_green"] = Field(
+        "auto", description="Full checkpoints: in place, blue/green, or auto (blue/green when it can launch)"
+    )
+    canary_goal: str = Field("Open the Settings app", description="Goal of the canary request")
+    canary_max_tokens: int = Field(256, gt=0, description="Token limit of the canary request")
+    drain_timeout_s: float = Field(
+        900.0, gt=0, description="In place: how long running episodes may take to finish"
+    )
+    hold_grace_s: float = Field(
+        2.0, ge=0, description="Replicas see the hold within this (they poll every 0.5 s)"
+    )
+    lock_ttl_s: float = Field(1800.0, gt=0, description="A dead swapper's lock lapses after this")
+    # Blue/green: the command that starts a second engine; {weights}, {port} and {served_name} are
+    # filled in, e.g. "vllm serve {weights} --port {port} --served-model-name {served_name}".
+    launch_command: str | None = Field(
+        None, description="Blue/green: command starting a second engine ({weights}, {port}, {served_name})"
+    )
+    launch_host: str = Field("127.0.0.1", description="Blue/green: host the launched engine listens on")
+    launch_timeout_s: float = Field(
+        900.0, gt=0, description="Blue/green: how long a new engine may take to start"
+    )
+    # The old adapter is unloaded (the old blue/green engine stopped) no sooner than this after the
+    # swap, and only once no running episode uses it: requests that chose it just before the flip
+    # are still on their way.
+    retire_after_s: float = Field(
+        30.0, ge=0, description="Old adapters/engines are retired no sooner than this"
+    )
+    auto_promote: bool = Field(True, description="Gate and swap the candidates the retraining job registers")
+    watch_interval_s: float = Field(30.0, gt=0, description="How often the promotion watcher looks")
+    gate: GateSettings = GateSettings()
+
+
+class SwapError(RuntimeError):
+    pass
+
+
+class CanaryFailed(SwapError):
+    pass
+
+
+@dataclass
+class SwapResult:
+    version: str
+    previous: str | None
+    path: str  # adapter, in_place, blue_green, alias
+    seconds: float
+    canary: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "previous": self.previous,
+            "path": self.path,
+            "seconds": round(self.seconds, 3),
+            "canary": self.canary,
+        }
+
+
+def canary_turns(goal: str, prompt: PromptSettings) -> list[Any]:
+    """A fixed, realistic request: the simulated phone's home screen and a simple goal."""
+    from devices.sim.phone import SimPhone
+
+    phone = SimPhone("canary", clock="09:41")
+    png = phone.screenshot_png()
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        size = image.size
+    from agent.geometry import Size
+
+    return build_conversation(goal, [Screenshot(png, Size(*size))], [], prompt)
+
+
+class SwapController:
+    """What every hot swap does, whatever engine serves the versions: one swap at a time across
+    replicas, the canary, the registry's promote and rollback, the gate, and retiring the old
+    version once its episodes are done. Subclasses say how a version is made to serve (``_serve``)
+    and how an old one is retired (``_retires``, ``_retire``)."""
+
+    def __init__(
+        self,
+        store: TrajectoryStore,
+        registry: ModelRegistry,
+        prompt: PromptSettings,
+        settings: SwapSettings | None = None,
+        *,
+        owner: str = "",
+        routes: Callable[[], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.jobs = JobStore(store.engine)
+        self.prompt = prompt
+        self.settings = settings or SwapSettings()
+        self.owner = owner or socket.gethostname()
+        self.routes_changed = routes or (lambda: None)  # this replica's router rereads the registry
+        self._cleanups: set[asyncio.Task[None]] = set()
+        self._hold_token: str | None = None  # an in-place swap's hold, released once the alias moved
+
+    # -- entry points ------------------------------------------------------------------------------
+    async def promote(
+        self, name: str, *, actor: str, force: bool = False, reason: str | None = None
+    ) -> SwapResult:
+        """Load ``name`` into serving, canary it, and make it the default; undo on failure."""
+        return await self._locked(lambda: self._promote(name, actor=actor, force=force, reason=reason))
+
+    async def rollback(self, *, actor: str, reason: str | None = None) -> SwapResult:
+        """Serve the version the default alias pointed at before its last move."""
+        return await self._locked(lambda: self._rollback(actor=actor, reason=reason))
+
+    async def gate_and_promote(
+        self, name: str, *, actor: str = "gate"
+    ) -> tuple[GateDecision, SwapResult | None]:
+        """The evaluation gate for a registered candidate, then the swap if it passes."""
+        candidate = await asyncio.to_thread(self.registry.get, name)
+        decision = decide(candidate, self.settings.gate)
+        await asyncio.to_thread(self.registry.annotate, name, "gate", decision.record(), actor=actor)
+        if not decision.passed:
+            await asyncio.to_thread(
+                self.registry.reject, name, actor=actor, detail={"reason": "; ".join(decision.reasons)}
+            )
+            log.info("gate rejected %s: %s", name, "; ".join(decision.reasons))
+            return decision, None
+        try:
+            result = await self.promote(name, actor=actor, reason="passed the evaluation gate")
+        except CanaryFailed:
+            return decision, None
+        return decision, result
+
+    async def pending_candidates(self) -> list[str]:
+        """Evaluated candidates still waiting: the retraining job's output, and ones that passed the
+        gate but whose swap could not run yet (another swap held the lock, episodes would not drain).
+        A failed gate or canary rejects a version, so it leaves this list."""
+        versions = await asyncio.to_thread(self.registry.versions, "candidate")
+        return [v.name for v in versions if v.info.get("evaluation")]
+
+    async def watch(self) -> None:
+        """Gate and swap each new candidate, forever (one replica at a time, by the swap lock)."""
+        while True:
+            try:
+                for name in await self.pending_candidates():
+                    await self.gate_and_promote(name)
+            except (LockHeld, SwapError, RegistryError) as exc:
+                log.info("promotion watcher: %s", exc)
+            except Exception:
+                log.exception("promotion watcher pass failed")
+            await asyncio.sleep(self.settings.watch_interval_s)
+
+    async def aclose(self) -> None:
+        for task in list(self._cleanups):
+            task.cancel()
+
+    # -- the swap ----------------------------------------------------------------------------------
+    async def _locked(self, work: Any) -> SwapResult:
+        token = f"swap-{uuid.uuid4().hex[:12]}"
+        await asyncio.to_thread(
+            self.jobs.acquire, SWAP_LOCK, token, ttl_s=self.settings.lock_ttl_s, owner=self.owner
+        )
+        try:
+            result: SwapResult = await work()
+            return result
+        finally:
+            await asyncio.to_thread(self.jobs.release, SWAP_LOCK, token)
+
+    async def _promote(self, name: str, *, actor: str, force: bool, reason: str | None) -> SwapResult:
+        version = await asyncio.to_thread(self.registry.get, name)
+        if version.state == "rejected" and not force:
+            raise SwapError(f"{name} was rejected; promote it with force to try again")
+        current = await asyncio.to_thread(self.registry.promoted)
+        start = time.perf_counter()
+        try:
+            path, canary = await self._serve(version, current)
+            detail = {"path": path, "canary": canary} | ({"reason": reason} if reason else {})
+            previous = await asyncio.to_thread(
+                self.registry.promote, name, actor=actor, force=force, detail=detail
+            )
+            self.routes_changed()
+            self._promoted(version)
+        finally:
+            await self._release_hold()
+        result = SwapResult(name, previous, path, time.perf_counter() - start, canary)
+        log.info("promoted %s (was %s) by %s in %.2fs", name, previous, path, result.seconds)
+        if current is not None and current.name != name:
+            self._retire_later(current, version)
+        return result
+
+    async def _rollback(self, *, actor: str, reason: str | None) -> SwapResult:
+        aliases = await asyncio.to_thread(self.registry.aliases)
+        if DEFAULT_ALIAS not in aliases:
+            raise SwapError("no version is promoted: nothing to roll back")
+        current = await asyncio.to_thread(self.registry.get, aliases[DEFAULT_ALIAS])
+        previous = await asyncio.to_thread(self.registry.previous)
+        if previous is None:
+            raise SwapError(f"{current.name} has no previous version to roll back to")
+        target = await asyncio.to_thread(self.registry.get, previous)
+        start = time.perf_counter()
+        try:
+            path, canary = await self._serve(target, current, rollback=True)
+            restored = await asyncio.to_thread(
+                self.registry.rollback,
+                actor=actor,
+                detail={"reason": reason or "rolled back by hand", "path": path},
+            )
+            self.routes_changed()
+            self._promoted(target)
+        finally:
+            await self._release_hold()
+        result = SwapResult(restored, current.name, path, time.perf_counter() - start, canary)
+        log.info("rolled back from %s to %s by %s in %.2fs", current.name, restored, path, result.seconds)
+        self._retire_later(current, target)
+        return result
+
+    async def _release_hold(self) -> None:
+        token, self._hold_token = self._hold_token, None
+        if token is not None:
+            await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
+
+    # -- what a kind of engine does ----------------------------------------------------------------
+    async def _serve(
+        self, version: ModelVersion, current: ModelVersion | None, *, rollback: bool = False
+    ) -> tuple[str, dict[str, Any]]:
+        """Make ``version`` answer under its served name and canary it; returns (path, canary)."""
+        raise NotImplementedError
+
+    def _retires(self, old: ModelVersion, new: ModelVersion) -> bool:
+        """Whether ``old`` holds something to give back once ``new`` serves."""
+        return False
+
+    async def _retire(self, old: ModelVersion) -> None:
+        """Give back what ``old`` holds (it no longer serves, and no running episode uses it)."""
+
+    def _promoted(self, version: ModelVersion) -> None:
+        """Called once the default alias points at ``version``."""
+
+    # -- after a swap ------------------------------------------------------------------------------
+    def _retire_later(self, old: ModelVersion, new: ModelVersion) -> None:
+        """Retire the old version once no running episode uses it (and it was not rolled back to)."""
+        if not self._retires(old, new):
+            return
+
+        async def retire() -> None:
+            await asyncio.sleep(self.settings.retire_after_s)
+            while await asyncio.to_thread(self.store.count, EpisodeStatus.RUNNING, model_version=old.name):
+                await asyncio.sleep(1.0)
+            if (await asyncio.to_thread(self.registry.aliases)).get(DEFAULT_ALIAS) == old.name:
+                return  # rolled back to it in the meantime
+            await self._retire(old)
+
+        task = asyncio.create_task(retire(), name=f"retire-{old.name}")
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    async def _reject(self, version: ModelVersion, reason: str, rollback: bool) -> None:
+        log.warning("%s failed its swap: %s", version.name, reason)
+        if rollback:
+            return  # the version rolled back to stays what it was; the caller reports the failure
+        try:
+            await asyncio.to_thread(
+                self.registry.reject, version.name, actor="canary", detail={"reason": reason}
+            )
+        except RegistryError as exc:
+            log.warning("could not mark %s rejected: %s", version.name, exc)
+
+    # -- the canary --------------------------------------------------------------------------------
+    async def _check(
+        self, version: ModelVersion, ask: Callable[[list[Any], SamplingSettings], Awaitable[PolicyResult]]
+    ) -> dict[str, Any]:
+        """The canary: ``ask`` sends the fixed request to the candidate, greedy; the answer must parse."""
+        # the candidate is asked as its tasks will ask it
+        turns = canary_turns(self.settings.canary_goal, version.prompt_of(self.prompt))
+        start = time.perf_counter()
+        try:
+            result = await ask(
+                turns, SamplingSettings(temperature=0.0, max_tokens=self.settings.canary_max_tokens)
+            )
+        except Exception as exc:
+            raise CanaryFailed(f"the canary request to {version.name} failed: {exc}") from exc
+        seconds = time.perf_counter() - start
+        record = {
+            "ok": result.parsed.action is not None,
+            "seconds": round(seconds, 3),
+            "raw": result.raw[:500],
+        }
+        if result.parsed.action is None:
+            why = result.parsed.error.reason.value if result.parsed.error else "no action"
+            raise CanaryFailed(
+                f"the canary answer of {version.name} does not parse ({why}): {result.raw[:200]!r}"
+            )
+        record["action"] = result.parsed.action.to_dict()
+        return record
