@@ -1,19 +1,37 @@
-"""What the running service holds: store, keys, device pool, policy, runner."""
+"""What the running service holds, and how it starts and stops.
+
+``ServiceState.start(settings)`` builds every part in order: the store (migrated), the API keys
+(and the keys file), the device pool (discovered, health-checked), the policy (vLLM by default, or
+the in-process engine), the task runner (which resumes queued tasks), the swap controller, the
+retraining scheduler and its promotion watcher. ``close()`` stops them in reverse, giving running
+episodes the runner's grace period.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from agent.jobs import JobStore
+from agent.checkpoint import checkpoint_system_prompt
+from agent.jobs import Job, JobStore
 from agent.policy import Policy
+from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry
 from agent.store import TrajectoryStore
-from devices.pool import DevicePool
-from serve.auth import KeyStore
-from serve.runner import TaskRunner
+from devices.adb import DriverSettings
+from devices.pool import DevicePool, PoolSettings
+from serve import metrics
+from serve.auth import KeyStore, sync_keys_file
+from serve.cluster import Cluster
+from serve.runner import RunnerSettings, TaskRunner
 from serve.scheduler import Scheduler
 from serve.settings import ServeSettings
-from serve.swap import SwapController
+from serve.swap import HotSwapController, LocalSwapController, SwapController
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -27,8 +45,133 @@ class ServiceState:
     registry: ModelRegistry
     jobs: JobStore
     scheduler: Scheduler
-    swap: (
-        SwapController | None
-    )  # None with a policy handed in (tests, the demo's oracle): promotions only move aliases
+    # None with a policy handed in (tests, the demo's oracle): promotions only move aliases
+    swap: SwapController | None
+    background: list[asyncio.Task[None]] = field(default_factory=list)
     # The last readiness probe of each dependency: (monotonic time, passed), reused for a few seconds.
     probes: dict[str, tuple[float, bool]] = field(default_factory=dict)
+
+    @classmethod
+    async def start(cls, settings: ServeSettings, policy: Policy | None = None) -> ServiceState:
+        """Every part, started; ``policy`` replaces the one the settings name (tests, the demo)."""
+        store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
+        store.migrate()
+        keys = KeyStore(store.engine)
+        keys.migrate()
+        if settings.api_keys_file is not None:
+            active, revoked = sync_keys_file(keys, settings.api_keys_file)
+            log.info("keys file %s: %d key(s) active, %d revoked", settings.api_keys_file, active, revoked)
+        pool = DevicePool(
+            PoolSettings(
+                servers=settings.adb_servers, driver=DriverSettings(capture=settings.screenshot_capture)
+            )
+        )
+        await pool.start()
+        prompt = settings.prompt_settings()
+        if policy is None and settings.policy_backend == "local" and settings.local_model_dir is not None:
+            # a checkpoint in process is served with the system prompt it was trained with
+            prompt = dataclasses.replace(
+                prompt, system_prompt=checkpoint_system_prompt(settings.local_model_dir)
+            )
+        registry = ModelRegistry(store.engine)
+        chosen = policy or make_policy(settings, prompt, registry)
+        runner = TaskRunner(
+            store,
+            pool,
+            chosen,
+            RunnerSettings(
+                max_queue=settings.max_queue,
+                grace_s=settings.shutdown_grace_s,
+                episode=settings.episode,
+                cluster_lease_ttl_s=settings.device_lease_ttl_s,
+                approval=settings.approval,
+            ),
+            prompt=prompt,
+            registry=registry,
+            cluster=Cluster(store.engine, settings.replica_id, settings.device_lease_ttl_s),
+        )
+        await runner.start()
+        jobs = JobStore(store.engine)
+        swap = swap_controller(settings, store, registry, chosen, prompt, given=policy is not None)
+        runner.versions.swap = swap
+        scheduler = Scheduler(jobs, settings.scheduler, on_job_end=_after_job(swap))
+        background = []
+        if swap is not None and settings.swap.auto_promote:
+            background.append(asyncio.create_task(swap.watch(), name="promotion-watcher"))
+        if settings.scheduler.enabled:
+            background.append(asyncio.create_task(scheduler.run(), name="retrain-scheduler"))
+        return cls(
+            settings=settings,
+            store=store,
+            keys=keys,
+            pool=pool,
+            policy=chosen,
+            runner=runner,
+            registry=registry,
+            jobs=jobs,
+            scheduler=scheduler,
+            swap=swap,
+            background=background,
+        )
+
+    async def close(self) -> None:
+        for task in self.background:
+            task.cancel()
+        await self.scheduler.aclose()
+        if self.swap is not None:
+            await self.swap.aclose()
+        await self.runner.shutdown()
+        await self.pool.stop()
+        await self.policy.aclose()
+        self.store.engine.dispose()
+
+
+def make_policy(settings: ServeSettings, prompt: PromptSettings, registry: ModelRegistry) -> Policy:
+    if settings.policy_backend == "local":
+        if settings.local_model_dir is None:
+            raise ValueError("policy_backend=local needs UIS1_LOCAL_MODEL_DIR")
+        from agent.local_policy import LocalModels, LocalPolicy
+
+        return LocalModels(LocalPolicy(settings.local_model_dir, prompt=prompt))
+    from serve.routing import RoutedPolicy
+
+    return RoutedPolicy(settings.policy, registry, prompt=prompt, on_retry=metrics.POLICY_RETRIES.inc)
+
+
+def swap_controller(
+    settings: ServeSettings,
+    store: TrajectoryStore,
+    registry: ModelRegistry,
+    policy: Policy,
+    prompt: PromptSettings,
+    *,
+    given: bool,
+) -> SwapController | None:
+    """Where hot swaps go: into the in-process engine serving (``LocalModels``), else into the vLLM
+    the service serves from; none for another policy handed in (a test's, the demo's oracle)."""
+    from agent.local_policy import LocalModels
+
+    if isinstance(policy, LocalModels):
+        return LocalSwapController(store, registry, policy, prompt, settings.swap, owner=settings.replica_id)
+    if not given and settings.policy_backend == "vllm":
+        return HotSwapController(
+            store,
+            registry,
+            settings.policy,
+            prompt,
+            settings.swap,
+            owner=settings.replica_id,
+            routes=getattr(policy, "invalidate", None),
+        )
+    return None
+
+
+def _after_job(swap: SwapController | None) -> Callable[[Job], Awaitable[None]]:
+    """When a retraining job ends, the gate and the swap take its candidate at once."""
+
+    async def run(job: Job) -> None:
+        candidate = job.detail.get("candidate")
+        if swap is not None and swap.settings.auto_promote and candidate:
+            await swap.gate_and_promote(str(candidate))
+
+    return run
