@@ -12,21 +12,15 @@ import argparse
 import asyncio
 import os
 import platform
-import socket
 import statistics
 import time
 from collections.abc import Awaitable, Callable
 
 from devices.adb import AdbDriver, DriverSettings
 from devices.adb_server import AdbServer
+from devices.ports import free_port
 from devices.sim.fleet import SimFleet
 from devices.sim.phone import SimPhone
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def report(name: str, samples: list[float]) -> None:

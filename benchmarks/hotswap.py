@@ -28,7 +28,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from devices.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVED = "uis1-policy"
@@ -93,9 +94,7 @@ def train_models(base: Path, work: Path) -> dict[str, Path]:
 
 
 def start_vllm(model: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "UIS1_SERVED_MODEL_NAME": SERVED}
     proc = subprocess.Popen(
         [str(ROOT / "scripts" / "vllm-cpu"), "serve", str(model), "--port", str(port)],

@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import statistics
 import time
 from collections.abc import Callable
@@ -32,13 +31,8 @@ from typing import Any
 
 from devices.adb import AdbDriver, DriverSettings
 from devices.adb_server import AdbServer
+from devices.ports import free_port
 from devices.sim.fleet import SimFleet
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def machine() -> str:

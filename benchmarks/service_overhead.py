@@ -25,7 +25,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,14 +35,10 @@ from typing import Any
 
 import httpx
 
+from devices.ports import free_port
+
 HOME_ACTION = '<think>Go home.</think>\n<action>{"action": "system_button", "button": "Home"}</action>'
 DONE_ACTION = '<think>Done.</think>\n<action>{"action": "terminate", "status": "success"}</action>'
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- the policy stand-in (its own process) ----------------------------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import tempfile
 import threading
 import time
@@ -32,6 +31,7 @@ from agent.geometry import ResizeSettings
 from agent.policy import Policy, PolicyResult, SamplingSettings
 from agent.prompt import PromptSettings, TextPart, Turn
 from agent.settings import StoreSettings
+from devices.ports import free_port
 from serve.settings import ServeSettings
 
 DEMO_TASKS = ("wifi_on", "reply_to_message", "add_alarm", "phone_number_question")
@@ -119,12 +119,6 @@ def choose_policy(kind: str, data_dir: Path) -> Choice:
     )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def stop_service(server: Any, thread: threading.Thread, *, keep_running: bool = False) -> None:
     """Stop the demo's uvicorn server; with ``keep_running``, first wait for Ctrl-C."""
     if keep_running:
@@ -147,7 +141,7 @@ def run_demo(
     import uvicorn
 
     from devices.adb_server import AdbServer
-    from devices.sim.fleet import EMULATOR_PORTS, SimFleet
+    from devices.sim.fleet import SimFleet
     from devices.sim.tasks import TASKS, Outcome
     from serve.app import create_app
     from serve.auth import KeyStore, Scope
@@ -155,7 +149,7 @@ def run_demo(
     data = data_dir or Path(tempfile.mkdtemp(prefix="uis1-demo-"))
     data.mkdir(parents=True, exist_ok=True)
     typer.echo(f"data: {data}")
-    adb_port = next(p for p in iter(free_port, 0) if p not in EMULATOR_PORTS)
+    adb_port = free_port()
     with AdbServer(port=adb_port) as adb, SimFleet(adb) as fleet:
         for _ in range(phones):
             device = fleet.add()

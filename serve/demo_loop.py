@@ -329,13 +329,14 @@ def run_loop(
     from agent.settings import StoreSettings
     from agent.store import TrajectoryStore
     from devices.adb_server import AdbServer
+    from devices.ports import free_port
     from devices.sim.display import LEARNABLE
-    from devices.sim.fleet import EMULATOR_PORTS, SimFleet
+    from devices.sim.fleet import SimFleet
     from devices.sim.tasks import TASKS, ExpertAction, Outcome
     from serve.app import create_app
     from serve.auth import KeyStore, Scope
     from serve.client import AgentClient
-    from serve.demo import free_port, stop_service
+    from serve.demo import stop_service
     from serve.scheduler import SchedulerSettings
     from serve.settings import ServeSettings
     from serve.swap import SwapSettings
@@ -369,7 +370,7 @@ def run_loop(
 
     tasks = [(f, s.seed) for f in s.families]
     held_out = [(f, seed) for seed in s.held_out_seeds for f in s.families]
-    adb_port = next(p for p in iter(free_port, 0) if p not in EMULATOR_PORTS)
+    adb_port = free_port()
     with AdbServer(port=adb_port) as adb, SimFleet(adb) as fleet:
         phones = [fleet.add(display=LEARNABLE) for _ in tasks]
         store = StoreSettings(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from devices.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 VLLM_VENV = Path(os.environ.get("UIS1_VLLM_VENV", REPO / ".venv-vllm"))
@@ -56,23 +57,12 @@ def interchange_dir() -> Path:
     return path
 
 
-def _free_port() -> int:
-    from devices.sim.fleet import EMULATOR_PORTS
-
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in EMULATOR_PORTS:
-            return port
-
-
 @pytest.fixture(scope="session")
 def adb_server():  # type: ignore[no-untyped-def]
     """The real adb server (the adbutils wheel's binary) on a private port, for the whole session."""
     from devices.adb_server import AdbServer
 
-    server = AdbServer(port=_free_port()).start()
+    server = AdbServer(port=free_port()).start()
     yield server
     server.stop()
 
@@ -184,7 +174,7 @@ def vllm_server(
         if os.environ.get("CI"):
             pytest.fail(f"no vLLM environment at {VLLM_VENV}: run scripts/vllm-cpu setup")
         pytest.skip(f"no vLLM environment at {VLLM_VENV} (scripts/vllm-cpu setup)")
-    port = _free_port()
+    port = free_port()
     log = (REPO / ".cache").resolve()
     log.mkdir(exist_ok=True)
     out = (log / "vllm-test.log").open("ab")

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 import adbutils
 
 from devices.adb_server import AdbServer
+from devices.ports import EMULATOR_PORTS
 from devices.sim.adbd import AdbdServer
 from devices.sim.display import STANDARD, DisplayProfile
 from devices.sim.phone import SimPhone
 from devices.sim.u2 import U2Server
-
-EMULATOR_PORTS = range(5554, 5586)
 
 
 @dataclass

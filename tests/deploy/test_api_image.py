@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,17 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from devices.ports import free_port
 from tests.deploy.test_deploy import _stages
 
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(900)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_the_api_install_serves_without_torch(tmp_path: Path, adb_server, fleet) -> None:  # type: ignore[no-untyped-def]
@@ -71,7 +65,7 @@ def test_the_api_install_serves_without_torch(tmp_path: Path, adb_server, fleet)
     ).stdout
     keys = tmp_path / "keys"
     keys.write_text(line)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("UIS1_")}
     env.update(
         {

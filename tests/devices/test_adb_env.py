@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from devices.adb_server import default_server
+from devices.ports import free_port
 
 
 @pytest.mark.parametrize(
@@ -33,14 +34,8 @@ def test_the_default_server_is_adbs_own(
     assert default_server() == expected
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_uis1_run_without_an_adb_server_says_so_and_starts_none(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "ANDROID_ADB_SERVER_PORT": str(port),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -18,6 +17,7 @@ from agent.episode import EpisodeSettings
 from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import TextPart, Turn
 from agent.settings import StoreSettings
+from devices.ports import free_port
 from serve.app import create_app
 from serve.auth import KeyStore, Scope
 from serve.settings import ServeSettings
@@ -85,14 +85,8 @@ def wait_for_steps(client: httpx.Client, task_id: str, count: int, timeout: floa
         time.sleep(0.05)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_service(settings: ServeSettings, policy: ScriptedPolicy | None, keys: tuple[str, str]) -> Service:
-    port = _free_port()
+    port = free_port()
     config = uvicorn.Config(
         create_app(settings, policy=policy), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from devices.ports import free_port
 from serve.auth import new_token
 
 pytestmark = pytest.mark.timeout(240)
@@ -60,12 +60,6 @@ def policy_url() -> Iterator[str]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Service:
@@ -105,7 +99,7 @@ def phone() -> Iterator[tuple[Any, int]]:
     from devices.adb_server import AdbServer
     from devices.sim.fleet import SimFleet
 
-    with AdbServer(port=_port()) as server, SimFleet(server) as fleet:
+    with AdbServer(port=free_port()) as server, SimFleet(server) as fleet:
         yield fleet.add("kill-test"), server.port
 
 
@@ -114,7 +108,7 @@ def test_kill_9_mid_episode_loses_nothing_that_was_done(tmp_path: Path, policy_u
     token = new_token()
     keys = tmp_path / "keys"
     keys.write_text(f"tester agent {token}\n", encoding="utf-8")
-    port = _port()
+    port = free_port()
     env = {
         **os.environ,
         "UIS1_PORT": str(port),

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from agent.episode import EpisodeSettings
+from devices.ports import free_port
 from serve.client import AgentClient
-from tests.conftest import _free_port
 from tests.serve.conftest import ScriptedPolicy
 from tests.serve.test_api import wait_finished
 
@@ -29,7 +29,7 @@ def many_phones() -> Iterator[str]:
     from devices.adb_server import AdbServer
     from devices.sim.fleet import SimFleet
 
-    server = AdbServer(port=_free_port()).start()
+    server = AdbServer(port=free_port()).start()
     try:
         with SimFleet(server) as fleet:
             for _ in range(PHONES):
