@@ -145,7 +145,7 @@ def run_episode(
             if step.action
             else f"parse error: {step.parse_error.reason if step.parse_error else '?'}"
         )
-        typer.echo(f"step {step.index}: {what}" + (f"  [{step.error}]" if step.error else ""))
+        typer.echo(f"step {step.index + 1}: {what}" + (f"  [{step.error}]" if step.error else ""))
 
     runner = EpisodeRunner(chosen, driver, store, episode_settings, prompt=prompt, on_step=show)
     episode = asyncio.run(runner.run(goal))

@@ -209,7 +209,7 @@ def run_demo(
             for kind, payload in client.events(task_id):
                 if kind == "step" and isinstance(payload, StepResponse) and payload.revision == 1:
                     what = json.dumps(payload.device_action) if payload.device_action else payload.parse_error
-                    typer.echo(f"  step {payload.index}: {what}  (policy {payload.policy_s or 0:.2f}s)")
+                    typer.echo(f"  step {payload.index + 1}: {what}  (policy {payload.policy_s or 0:.2f}s)")
                 elif kind == "end" and isinstance(payload, dict):
                     end = f": {payload['error']}" if payload.get("error") else ""
                     typer.echo(f"  -> {payload['status']}{end}")

@@ -494,13 +494,13 @@ def run_loop(
                 last = expert.action in ("terminate", "answer")
                 if not taking_over and agrees(proposed, expert):
                     client.resume(created.id, hold=True)
-                    say(f"    step {index}: the model's {_brief(proposed)}: right, it goes on")
+                    say(f"    step {index + 1}: the model's {_brief(proposed)}: right, it goes on")
                     continue
                 taking_over = True
                 corrected_steps += 1
                 client.take_over(created.id, expert.to_dict(), hold=not last)
                 say(
-                    f"    step {index}: the model wanted {_brief(proposed)}; the person does "
+                    f"    step {index + 1}: the model wanted {_brief(proposed)}; the person does "
                     f"{_brief(expert.to_dict())}"
                 )
             result = _finished(client, created.id)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from agent.trajectory import Episode, EpisodeStatus, Step
+from agent.trajectory import Episode, EpisodeStatus, Step, StepSource
 
 
 def step_revision(step: Step) -> int:
@@ -24,13 +24,17 @@ class StepResponse(BaseModel):
     device_action: dict[str, Any] | None = Field(
         None, description="The action as executed, in device pixels."
     )
-    thought: str | None = None
-    raw_response: str | None = None
+    thought: str | None = Field(None, description="The model's reasoning; none on a person's step.")
+    raw_response: str | None = Field(
+        None, description="The model's whole response (on a person's step: the one it replaced)."
+    )
     parse_error: str | None = None
     error: str | None = None
     screenshot_url: str | None = None
     model_version: str | None = None
-    policy_s: float | None = Field(None, description="Time the policy server took (the HTTP request).")
+    policy_s: float | None = Field(
+        None, description="Time the policy server took (the HTTP request); none on a person's step."
+    )
     device_s: float | None = Field(None, description="Time the phone took (screenshot, action, settling).")
     started_at: datetime | None = None
     ended_at: datetime | None = Field(
@@ -51,12 +55,15 @@ class StepResponse(BaseModel):
     def of(cls, step: Step) -> StepResponse:
         from agent.parsing import first_tag
 
+        # A person's step: the thought and policy time were the model's, for the action it replaced
+        # (still in raw_response and action); the step itself has neither.
+        person = step.source is StepSource.HUMAN
         return cls(
             index=step.index,
             source=step.source.value,
             action=step.action.to_dict() if step.action else None,
             device_action=step.device_action.to_dict() if step.device_action else None,
-            thought=first_tag(step.raw_response or "", "think"),
+            thought=None if person else first_tag(step.raw_response or "", "think"),
             raw_response=step.raw_response,
             parse_error=f"{step.parse_error.reason.value}: {step.parse_error.detail}"
             if step.parse_error
@@ -64,7 +71,7 @@ class StepResponse(BaseModel):
             error=step.error,
             screenshot_url=f"/v1/screenshots/{step.screenshot.sha256}" if step.screenshot.sha256 else None,
             model_version=step.model_version,
-            policy_s=step.timings.policy_s,
+            policy_s=None if person else step.timings.policy_s,
             device_s=step.timings.device_s,
             started_at=step.started_at,
             ended_at=step.ended_at,

@@ -232,3 +232,57 @@ def test_viewer_follows_a_running_task_live_and_a_click_on_the_screen_takes_over
     assert page.locator("#takeover").is_hidden()
     assert not page.errors
     page.close()
+
+
+def test_on_a_phone_screen_the_paused_panel_draws_the_proposal_and_a_person_swipes(
+    make_service, browser, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(ListPolicy([CLICK], delay_s=0.2))
+    client = service.client(service.agent)
+    body = {"goal": "Open Settings", "max_steps": 60, "paused": True}  # held from its first step
+    task_id = client.post("/v1/tasks", json=body).json()["id"]
+    page = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=1)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{service.url}/viewer/tasks/{task_id}#key={service.agent}")
+    page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+    page.wait_for_selector("#manual:not(.hidden)", timeout=30_000)
+    page.wait_for_function("() => document.getElementById('proposal').textContent.includes('proposes click')")
+    page.wait_for_function("() => document.querySelectorAll('#live-overlay circle').length > 0")
+    # Nothing wider than the phone's screen: no sideways scrolling.
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    live = page.locator("#live")
+    live.scroll_into_view_if_needed()
+    box = live.bounding_box()
+    assert box["width"] <= 390
+    page.screenshot(path=str(tmp_path / "phone.png"), full_page=True)
+    # The proposed tap (300, 1500 on a 1080x2400 screen) is marked where it would land.
+    scale = box["width"] / 1080
+    x, y = box["x"] + 300 * scale, box["y"] + 1500 * scale
+    shot = live.screenshot()
+    local = (int(300 * scale), int(1500 * scale))
+    around = (local[0] - 12, local[1] - 12, local[0] + 12, local[1] + 12)
+    assert red_fraction(shot, around) > 0.2, (x, y)
+    elsewhere = (int(box["width"] * 0.7), 10, int(box["width"] * 0.7) + 24, 34)
+    assert red_fraction(shot, elsewhere) < 0.02
+
+    page.locator("input[name=mode][value=swipe]").check()
+    live.click(position={"x": box["width"] * 0.5, "y": box["height"] * 0.75})
+    assert "now click where it ends" in page.locator("#takeover-message").inner_text()
+    live.click(position={"x": box["width"] * 0.5, "y": box["height"] * 0.25})
+    deadline = time.monotonic() + 30
+    human: list[dict[str, Any]] = []
+    while not human and time.monotonic() < deadline:
+        steps = client.get(f"/v1/trajectories/{task_id}").json()["steps"]
+        human = [s for s in steps if s["source"] == "human"]
+        time.sleep(0.2)
+    assert human, "the person's swipe was not recorded"
+    action = human[0]["device_action"]
+    assert action["action"] == "swipe"
+    assert abs(action["coordinate"][1] - 1800) <= 5
+    assert abs(action["coordinate2"][1] - 600) <= 5
+    assert human[0]["thought"] in (None, "")  # a person's step carries no model thought
+    assert human[0]["policy_s"] in (None, 0)
+    assert client.post(f"/v1/tasks/{task_id}/cancel").json()["status"] == "cancelled"
+    assert not errors
+    page.close()
