@@ -157,6 +157,8 @@ def test_learning(tmp_path: Path) -> None:
         "0",
         "--arms",
         *arms,
+        "--jobs",  # the arms side by side, each piece its own process (as on a GPU)
+        "2",
         "--quiet",
         "--cache",
         cache,
@@ -196,3 +198,17 @@ def test_hotswap(tmp_path: Path) -> None:
     assert {r.get("path") for r in results} >= {"adapter", "in_place"}
     assert results[-1]["requests"] > 0
     assert "whole run" in output
+
+
+def test_nightly_estimate() -> None:
+    full = json.loads(_run("nightly.py", "--json", timeout=120))
+    prompt = full["estimates"][0]["prompt"]
+    assert prompt["image_tokens_per_screenshot"] == 3354  # 1080x2400 at the paper's limit: 39 x 86
+    h100 = full["estimates"][0]["rl"]
+    assert h100["epoch_h"] == pytest.approx(
+        h100["rollout_prefill_h"] + h100["rollout_decode_h"] + h100["update_h"]
+    )
+    assert h100["total_h"] == pytest.approx(5 * h100["epoch_h"])
+    lean = json.loads(_run("nightly.py", "--json", "--lora", "--max-pixels", "1003520", timeout=120))
+    assert lean["estimates"][0]["prompt"]["image_tokens_per_screenshot"] < 3354 / 2
+    assert lean["estimates"][0]["rl"]["total_h"] < h100["total_h"] / 2
