@@ -106,6 +106,14 @@ class EpisodeRunner:
         else:
             await asyncio.to_thread(self.store.save_episode, episode)
 
+    async def _record(self, episode: Episode, step: Step) -> Episode:
+        """The step saved in its final form, added to the episode, and announced."""
+        await self._save(episode, step)
+        episode = episode.model_copy(update={"steps": [*episode.steps, step]})
+        self._current = episode
+        await self._notify(episode, step)
+        return episode
+
     async def _notify(self, episode: Episode, step: Step) -> None:
         if self.on_step is not None:
             result = self.on_step(episode, step)
@@ -229,11 +237,7 @@ class EpisodeRunner:
                 )
             if device_action is None:
                 parse_errors += 1
-                step = step.model_copy(update={"ended_at": utcnow()})
-                await self._save(episode, step)
-                episode = episode.model_copy(update={"steps": [*episode.steps, step]})
-                self._current = episode
-                await self._notify(episode, step)
+                episode = await self._record(episode, step.model_copy(update={"ended_at": utcnow()}))
                 index += 1
                 if parse_errors > self.settings.max_parse_errors:
                     reason = (
@@ -265,10 +269,7 @@ class EpisodeRunner:
                     ),
                 }
             )
-            await self._save(episode, step)
-            episode = episode.model_copy(update={"steps": [*episode.steps, step]})
-            self._current = episode
-            await self._notify(episode, step)
+            episode = await self._record(episode, step)
             if error is not None:
                 return self._finish(episode, EpisodeStatus.ERROR, error)
             screens.append(part)

@@ -8,7 +8,6 @@ runs anywhere the trainer runs. Every (task, seed) starts from the task's own in
 from __future__ import annotations
 
 import asyncio
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent.policy import Policy, SamplingSettings
 from agent.prompt import PromptSettings
+from devices.ports import free_port
 
 
 class OnlineSettings(BaseModel):
@@ -31,12 +31,6 @@ class OnlineSettings(BaseModel):
     display: Literal["standard", "learnable"] = (
         "standard"  # the phone's display profile (devices.sim.display)
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def online_success(
@@ -72,7 +66,7 @@ async def _run(policy: Policy, settings: OnlineSettings, prompt: PromptSettings,
     )
     results = []
     try:
-        with AdbServer(port=_free_port()) as server, SimFleet(server) as fleet:
+        with AdbServer(port=free_port()) as server, SimFleet(server) as fleet:
             device = fleet.add(
                 "eval", width=settings.width, height=settings.height, display=profile(settings.display)
             )

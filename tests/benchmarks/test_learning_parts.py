@@ -66,6 +66,19 @@ def test_the_interval_is_paired_and_covers_the_mean(learning) -> None:  # type: 
     assert learning.bootstrap(better) == pytest.approx((0.2, 0.2, 0.2))
 
 
+def test_the_interval_resamples_families_not_their_correlated_instances(learning) -> None:  # type: ignore[no-untyped-def]
+    # two families whose four held-out instances each pass or fail together
+    together = {
+        0: {f"sim:{f}:{i}": float(f == "wifi_on") for f in ("wifi_on", "star_file") for i in range(4)}
+    }
+    mean, low, high = learning.bootstrap(together)
+    assert mean == 0.5
+    assert (low, high) == (
+        0.0,
+        1.0,
+    )  # two families: either may be drawn twice (eight instances would say ~0.25-0.75)
+
+
 def _piece(arm: str, seed: int, solved: list[bool]) -> dict:  # type: ignore[type-arg]
     rows = {f"sim:wifi_on:{i}": [4 if ok else 1, 4] for i, ok in enumerate(solved)}
     split = {
