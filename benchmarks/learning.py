@@ -16,7 +16,8 @@ whatever is there. The setting (sizes, budgets, families) is part of each piece'
 most five rows per list, a coloured mark per item, list order drawn from the task's seed. The model
 sees each screen at ``--image-tokens`` (128: 1080x2400 shrunk to 196x448 pixels).
 
-**Families and splits.** ``FAMILIES`` are trained; ``CONTROL`` families are never trained by
+**Families and splits.** ``CPU_FAMILIES`` are trained (all of ``FAMILIES`` with ``--gpu``: the
+tiny model cannot read the two list families); ``CONTROL`` families are never trained by
 anything and are a negative control (a gain there is not learning the trained tasks). Each trained
 family has three disjoint sets of seeds: ``initial`` (the initial model's data), ``train`` (the
 arms' data) and ``heldout`` (evaluation). A seed fixes the task's items and the list order, so a
