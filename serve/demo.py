@@ -119,6 +119,34 @@ def choose_policy(kind: str, data_dir: Path) -> Choice:
     )
 
 
+def start_service(settings: ServeSettings, policy: Policy | None) -> tuple[Any, threading.Thread, str]:
+    """The service on ``settings.port`` in a thread of this process, and an admin key made for it."""
+    import uvicorn
+
+    from agent.store import TrajectoryStore
+    from serve.app import create_app
+    from serve.auth import KeyStore, Scope
+
+    trajectories = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
+    trajectories.migrate()
+    keys = KeyStore(trajectories.engine)
+    keys.migrate()
+    _, token = keys.create("demo", {Scope.AGENT, Scope.ADMIN})
+    trajectories.engine.dispose()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(settings, policy=policy), host="127.0.0.1", port=settings.port, log_level="warning"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError(f"the service did not start on port {settings.port}")
+        time.sleep(0.05)
+    return server, thread, token
+
+
 def stop_service(server: Any, thread: threading.Thread, *, keep_running: bool = False) -> None:
     """Stop the demo's uvicorn server; with ``keep_running``, first wait for Ctrl-C."""
     if keep_running:
@@ -138,13 +166,10 @@ def run_demo(
     keep_running: bool = False,
     data_dir: Path | None = None,
 ) -> int:
-    import uvicorn
 
     from devices.adb_server import AdbServer
     from devices.sim.fleet import SimFleet
     from devices.sim.tasks import TASKS, Outcome
-    from serve.app import create_app
-    from serve.auth import KeyStore, Scope
 
     data = data_dir or Path(tempfile.mkdtemp(prefix="uis1-demo-"))
     data.mkdir(parents=True, exist_ok=True)
@@ -166,25 +191,7 @@ def run_demo(
             resize=choice.prompt.resize,
             episode=EpisodeSettings(max_steps=15, max_parse_errors=2, settle_s=0.2),
         )
-        from agent.store import TrajectoryStore
-
-        trajectories = TrajectoryStore(store.url, store.screenshot_dir)
-        trajectories.migrate()
-        keys = KeyStore(trajectories.engine)
-        keys.migrate()
-        _, token = keys.create("demo", {Scope.AGENT, Scope.ADMIN})
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(settings, policy=choice.policy),
-                host="127.0.0.1",
-                port=settings.port,
-                log_level="warning",
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.05)
+        server, thread, token = start_service(settings, choice.policy)
         base = f"http://127.0.0.1:{settings.port}"
         typer.echo(f"service: {base}  (key: {token}; the API schema is at {base}/openapi.json)\n")
         from serve.client import AgentClient

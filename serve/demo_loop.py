@@ -318,7 +318,6 @@ def run_loop(
     as_json: bool = False,
 ) -> LoopResult:
     """Run the loop demo; returns its result (the CLI prints it as a table or JSON)."""
-    import uvicorn
     from rich.console import Console
 
     from agent.checkpoint import checkpoint_system_prompt
@@ -327,16 +326,13 @@ def run_loop(
     from agent.policy import SamplingSettings
     from agent.prompt import PromptSettings
     from agent.settings import StoreSettings
-    from agent.store import TrajectoryStore
     from devices.adb_server import AdbServer
     from devices.ports import free_port
     from devices.sim.display import LEARNABLE
     from devices.sim.fleet import SimFleet
     from devices.sim.tasks import TASKS, ExpertAction, Outcome
-    from serve.app import create_app
-    from serve.auth import KeyStore, Scope
     from serve.client import AgentClient
-    from serve.demo import stop_service
+    from serve.demo import start_service, stop_service
     from serve.scheduler import SchedulerSettings
     from serve.settings import ServeSettings
     from serve.swap import SwapSettings
@@ -404,20 +400,7 @@ def run_loop(
                 sampling=SamplingSettings(max_tokens=MAX_TOKENS),
             )
         )
-        trajectories = TrajectoryStore(store.url, store.screenshot_dir)
-        trajectories.migrate()
-        keys = KeyStore(trajectories.engine)
-        keys.migrate()
-        _, token = keys.create("demo", {Scope.AGENT, Scope.ADMIN})
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(settings, policy=engine), host="127.0.0.1", port=settings.port, log_level="warning"
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.05)
+        server, thread, token = start_service(settings, engine)
         base = f"http://127.0.0.1:{settings.port}"
         client = AgentClient(base, token, timeout=120)
         say(f"service: {base}  (admin key: {token})")
