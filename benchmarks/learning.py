@@ -753,17 +753,13 @@ def summarise(
         if first in arms and (second in arms or (second == "initial" and initial is not None)):
             comparisons[f"{first} - {second}"] = difference(arms, initial, first, second)
     verdict = None
-    if "semi_eps1" in arms and "offline" in arms:
-        a = {r["seed"]: per_trajectory(r, "heldout", "tsr") for r in arms["semi_eps1"]}
-        b = {r["seed"]: per_trajectory(r, "heldout", "tsr") for r in arms["offline"]}
-        common = sorted(set(a) & set(b))
-        diff = bootstrap({s: {i: a[s][i] - b[s][i] for i in a[s] if i in b[s]} for s in common})
+    if (ruled := comparisons.get("semi_eps1 - offline")) is not None:  # the refutation rule's difference
         passed = bool(initial and initial["passed"])
         verdict = {
-            "semi_eps1_minus_offline_tsr": diff,
+            "semi_eps1_minus_offline_tsr": ruled["tsr"],
             "gate_passed": passed,
-            "refuted": passed and diff[2] < 0.10,
-            "seeds": common,
+            "refuted": passed and ruled["tsr"][2] < 0.10,
+            "seeds": ruled["seeds"],
         }
     return {"initial": initial_row(initial), "arms": rows, "comparisons": comparisons, "verdict": verdict}
 
@@ -772,7 +768,7 @@ def difference(
     arms: dict[str, list[dict[str, Any]]], initial: dict[str, Any] | None, first: str, second: str
 ) -> dict[str, Any]:
     """Held-out SOP TSR of ``first`` minus ``second`` (an arm, or the initial model, which has no
-    training seed): mean and 95% interval, paired by training seed and trajectory."""
+    training seed): mean and 95% interval, paired by training seed and task family."""
     a = {r["seed"]: per_trajectory(r, "heldout", "tsr") for r in arms[first]}
     if second == "initial":
         assert initial is not None

@@ -65,8 +65,6 @@ class TaskRunner:
         self.pool = pool
         self.policy = policy
         self.settings = settings or RunnerSettings()
-        self.prompt = prompt or PromptSettings()
-        self.registry = registry
         self.cluster = cluster or Cluster(store.engine, "local", self.settings.cluster_lease_ttl_s)
         self._queue_depth = 0
         self._running: dict[str, RunningEpisode] = {}
@@ -74,7 +72,7 @@ class TaskRunner:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.jobs = JobStore(store.engine)
-        self.versions = VersionRouter(registry, policy, self.prompt, self.jobs)
+        self.versions = VersionRouter(registry, policy, prompt or PromptSettings(), self.jobs)
         self.events = EventHub(store, self.settings.control_poll_s * 2)
         self.controls = TaskControls(
             store, self.cluster, self._running, self.events, self.settings.control_poll_s
