@@ -246,7 +246,9 @@ def export_trajectories(
     episodes = (
         store.query(EpisodeQuery(status=EpisodeStatus(status), limit=10**9)) if status else store.iter_all()
     )
-    path = store.export_jsonl(episodes, out)
+    from agent.console import tracked
+
+    path = store.export_jsonl(tracked(episodes, "exporting"), out)
     typer.echo(f"wrote {path}")
 
 

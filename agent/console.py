@@ -8,11 +8,13 @@ process never imports torch, and no package imports a sibling for the sake of th
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import EntryPoint, entry_points, version
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
+
+T = TypeVar("T")
 
 ENTRY_POINT_GROUP = "uis1.commands"
 DISTRIBUTION = "ui-s1"
@@ -137,3 +139,15 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         console.print(table)
     for line in captured.get().splitlines():
         typer.echo(line.rstrip(), color=sys.stdout.isatty())
+
+
+def tracked(items: Iterable[T], label: str, total: int | None = None) -> Iterator[T]:
+    """``items`` with a rich progress bar on stderr while they are consumed (on a terminal only:
+    a pipe or a log file gets no bar)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, disable=not console.is_terminal, transient=False) as progress:
+        yield from progress.track(items, total=total, description=label)

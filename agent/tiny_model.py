@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 import shutil
@@ -24,6 +25,8 @@ from typing import Any
 
 from agent.actions import ACTION_TYPES
 from agent.prompt import ANSWER_NOTE, FORMAT_REMINDER, SYSTEM_PROMPT
+
+log = logging.getLogger(__name__)
 
 # Qwen2.5-VL's special tokens, in the real tokenizer's relative order.
 SPECIAL_TOKENS = (
@@ -393,6 +396,7 @@ def ensure_tiny_model(cache_dir: Path, spec: TinyModelSpec | None = None) -> Pat
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=cache_dir))
+    log.info("building the tiny model %s (tokenizer, config, random weights; seconds)", target.name)
     try:
         build_tiny_model(staging / "model", spec)
         try:

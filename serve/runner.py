@@ -19,18 +19,19 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.episode import EpisodeRunner, EpisodeSettings
+from agent.episode import EpisodeSettings
 from agent.jobs import JobStore
 from agent.policy import Policy
 from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry, RegistryError
 from agent.store import EpisodeQuery, TrajectoryStore
-from agent.trajectory import Episode, EpisodeStatus, Step, utcnow
+from agent.trajectory import Episode, EpisodeStatus, utcnow
 from devices.pool import DevicePool, NoDeviceAvailable
 from serve import metrics
 from serve.cluster import Cluster, device_key
 from serve.controls import RunningEpisode, TaskControls
-from serve.events import EventHub, end_event
+from serve.episode_task import focus_probe, run_episode
+from serve.events import EventHub
 from serve.takeover import Approval, Takeover
 from serve.task_request import NoSuchDevice, QueueFull, TaskRequest, UnknownModel
 from serve.versions import VersionRouter
@@ -239,7 +240,11 @@ class TaskRunner:
         if version is not None:
             started = started.model_copy(update={"model_version": version})
         cancel = asyncio.Event()
-        takeover = Takeover(request.approval or self.settings.approval, self.controls.on_hold(episode.id))
+        takeover = Takeover(
+            request.approval or self.settings.approval,
+            self.controls.on_hold(episode.id),
+            focus_probe(self.pool.driver(lease)),
+        )
         if request.paused:
             takeover.pause()
             await asyncio.to_thread(self.cluster.request, episode.id, paused=True, action=None)
@@ -291,70 +296,19 @@ class TaskRunner:
     async def _run(
         self, episode: Episode, request: TaskRequest, lease: Any, cancel: asyncio.Event, takeover: Takeover
     ) -> None:
-        updates: dict[str, Any] = {}
-        if request.max_steps:
-            updates["max_steps"] = request.max_steps
-        if request.timeout_s:
-            updates["timeout_s"] = request.timeout_s
-        if request.model:
-            updates["model"] = request.model
-        if episode.model_version:
-            updates["version"] = episode.model_version
-        if request.sampling:
-            updates["sampling"] = request.sampling
-        settings = self.settings.episode.model_copy(update=updates)
-
-        async def on_step(ep: Episode, step: Step) -> None:
-            metrics.observe_step(step)
-            log.info(
-                "step",
-                extra={
-                    "task_id": ep.id,
-                    "step": step.index,
-                    "source": step.source.value,
-                    "action": step.device_action.to_json() if step.device_action else None,
-                    "parse_error": step.parse_error.reason.value if step.parse_error else None,
-                    "policy_s": step.timings.policy_s,
-                    "device_s": step.timings.device_s,
-                    "model_version": step.model_version,
-                },
-            )
-            self.events.publish(ep.id, {"event": "step", "step": step})
-
         try:
-            prompt = await asyncio.to_thread(self.versions.prompt_for, episode.model_version)
-            runner = EpisodeRunner(
-                self.policy,
+            await run_episode(
+                episode,
+                request,
                 self.pool.driver(lease),
-                self.store,
-                settings,
-                prompt,
-                reviewer=takeover,
-                on_step=on_step,
+                policy=self.policy,
+                store=self.store,
+                settings=self.settings.episode,
+                versions=self.versions,
+                takeover=takeover,
+                events=self.events,
+                cancel=cancel,
             )
-            final = await runner.run(request.goal, episode=episode, cancel=cancel)
-            metrics.TASKS.labels(status=final.status.value).inc()
-            log.info(
-                "task finished",
-                extra={
-                    "task_id": final.id,
-                    "status": final.status.value,
-                    "error": final.error,
-                    "steps": len(final.steps),
-                    "device": lease.serial,
-                },
-            )
-            self.events.publish(final.id, end_event(final))
-        except Exception:
-            log.exception("episode %s crashed", episode.id)
-            crashed = await asyncio.to_thread(self.store.get, episode.id)
-            await asyncio.to_thread(
-                self.store.save_episode,
-                crashed.model_copy(
-                    update={"status": EpisodeStatus.ERROR, "finished_at": utcnow(), "error": "internal error"}
-                ),
-            )
-            self.events.publish(episode.id, {"event": "end", "status": "error", "error": "internal error"})
         finally:
             await asyncio.to_thread(self.cluster.end, episode.id)
             await self.pool.release(lease.id)

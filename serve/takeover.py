@@ -5,8 +5,8 @@ there until the client resumes, with a replacement action (recorded as a human s
 one (the policy's action goes ahead).
 
 Approval: a task's ``Approval`` rules name the actions a person must see first (``answer`` or
-``terminate``, typing, opening named apps, or every step). A step that matches holds the task by
-itself, with the reason; the person approves it (resume), replaces it (takeover) or cancels the
+``terminate``, typing, typing into a password field, opening named apps, or every step). A step
+that matches holds the task by itself, with the reason; the person approves it (resume), replaces it (takeover) or cancels the
 task, and the decision is recorded with the step (``extra["review"]``).
 """
 
@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.actions import Action, Click, LongPress, Open, Swipe
+from agent.actions import Action, Click, LongPress, Open, Swipe, Type
 from agent.episode import Review, Verdict
 from agent.trajectory import Episode, ImageSize, Step
 
@@ -38,10 +38,19 @@ class Approval(BaseModel):
     apps: list[str] = Field(
         default_factory=list, max_length=64, description="Opening these apps (by name) needs approval"
     )
+    password_fields: bool = Field(
+        False, description="Typing while a password field has the focus needs approval (read from the phone)"
+    )
     every_step: bool = Field(False, description="Every action needs approval")
 
-    def reason(self, action: Action | None) -> str | None:
-        """Why ``action`` needs a person first, or None when it does not."""
+    def checks_focus(self, action: Action | None) -> bool:
+        """Whether deciding on ``action`` needs to know if the focused field is a password."""
+        return self.password_fields and isinstance(action, Type)
+
+    def reason(self, action: Action | None, *, focus: str | None = None) -> str | None:
+        """Why ``action`` needs a person first, or None when it does not. ``focus`` is what the
+        phone said of the focused field when ``checks_focus``: "password", "other", or why it
+        could not tell (then typing waits for a person, as it would into a password field)."""
         if action is None:
             return None
         kind = action.to_dict()["action"]
@@ -51,6 +60,10 @@ class Approval(BaseModel):
             return f"{kind} needs approval"
         if isinstance(action, Open) and action.text.strip().lower() in {a.strip().lower() for a in self.apps}:
             return f"opening {action.text} needs approval"
+        if self.checks_focus(action) and focus == "password":
+            return "typing into a password field needs approval"
+        if self.checks_focus(action) and focus not in (None, "other"):
+            return f"typing needs approval: cannot tell whether the focused field is a password ({focus})"
         return None
 
 
@@ -58,10 +71,14 @@ class Takeover:
     """Lets a client pause a running episode before its next action and supply that action."""
 
     def __init__(
-        self, approval: Approval | None = None, on_hold: Callable[[Step, str], Awaitable[None]] | None = None
+        self,
+        approval: Approval | None = None,
+        on_hold: Callable[[Step, str], Awaitable[None]] | None = None,
+        focus: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         self.approval = approval
         self.on_hold = on_hold  # told when a step holds the task for approval
+        self.focus = focus  # asks the phone about its focused field (see ``Approval.reason``)
         self.reason: str | None = None  # why the held step waits, when a rule (not a person) held it
         self._resume = asyncio.Event()
         self._resume.set()
@@ -88,7 +105,7 @@ class Takeover:
 
     async def review(self, episode: Episode, step: Step) -> Review:
         self.screen = step.screenshot.size
-        reason = self.approval.reason(step.device_action) if self.approval is not None else None
+        reason = await self._reason(step)
         if reason is not None and self._resume.is_set():
             self.pause()
             if self.on_hold is not None:
@@ -115,6 +132,19 @@ class Takeover:
         if action is not None:
             return Review(Verdict.REPLACE, action, note)
         return Review(note=note)
+
+    async def _reason(self, step: Step) -> str | None:
+        if self.approval is None:
+            return None
+        focus = None
+        if self.approval.checks_focus(step.device_action):
+            focus = "no way to ask the phone"
+            if self.focus is not None:
+                try:
+                    focus = await self.focus()
+                except Exception as exc:  # the phone's answer decides nothing: a person does
+                    focus = f"{type(exc).__name__}: {exc}"[:200]
+        return self.approval.reason(step.device_action, focus=focus)
 
 
 def off_screen(action: Action, screen: ImageSize) -> str | None:

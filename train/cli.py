@@ -84,6 +84,7 @@ def evaluate(
     config: ConfigOption,
     model: Annotated[Path | None, typer.Option(help="Override the config's model (a checkpoint).")] = None,
     output: Annotated[Path | None, typer.Option(help="Where the results JSON goes.")] = None,
+    quiet: QuietOption = False,
 ) -> None:
     """SOP (PG, TSR, Score) and step metrics; prints a table and writes JSON."""
     from train.evaluate import format_table, run_eval
@@ -93,7 +94,7 @@ def evaluate(
         overrides["model"] = str(model.resolve())
     if output is not None:
         overrides["output"] = str(output.resolve())
-    results = run_eval(_load(config, "eval", overrides))
+    results = run_eval(_load(config, "eval", overrides), progress=not quiet)
     typer.echo(format_table(results))
     typer.echo(f"results: {results['output']}")
 

@@ -246,9 +246,12 @@ def curate_store(
     *,
     previous: dict[str, Any] | None = None,
     since: datetime | None = None,
+    progress: bool = False,
 ) -> CuratedSet:
-    """``curate`` over the episodes of a trajectory store, oldest first."""
+    """``curate`` over the episodes of a trajectory store, oldest first (a bar on stderr with
+    ``progress``)."""
     from agent.store import EpisodeQuery, TrajectoryStore
+    from train.tracking import progress_iter
 
     store = TrajectoryStore(url, screenshot_dir)
     limit = (settings or CurationSettings()).max_episodes
@@ -263,6 +266,7 @@ def curate_store(
             offset += len(page)
 
     try:
-        return curate(episodes(), out_dir, settings, previous=previous)
+        shown = progress_iter(episodes(), progress, "curating", "episode")
+        return curate(shown, out_dir, settings, previous=previous)
     finally:
         store.engine.dispose()

@@ -22,6 +22,7 @@ from train.data import ExpertTrajectory
 from train.matching import MatchSettings, match
 from train.model import Sampling
 from train.rollout import RolloutEngine, RolloutSettings, SemiOnlineRollout, expert_response
+from train.tracking import progress_iter
 
 
 def sop(
@@ -31,6 +32,7 @@ def sop(
     prompt: PromptSettings,
     match_settings: MatchSettings | None = None,
     max_new_tokens: int = 512,
+    progress: bool = False,
 ) -> dict[str, Any]:
     roller = SemiOnlineRollout(
         engine,
@@ -40,7 +42,7 @@ def sop(
     )
     greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
     counts: list[tuple[str, int, int]] = []  # (id, matched steps, expert steps)
-    for trajectory in trajectories:
+    for trajectory in progress_iter(trajectories, progress, "eval: sop", "task"):
         (rollout,) = roller.run(trajectory, n=1, sampling=greedy, threshold=0)
         counts.append((trajectory.id, rollout.matched_steps, len(trajectory.steps)))
     rows = [{"id": i, "matched": s, "steps": t} for i, s, t in counts]
@@ -64,10 +66,11 @@ def step_metrics(
     prompt: PromptSettings,
     match_settings: MatchSettings | None = None,
     max_new_tokens: int = 512,
+    progress: bool = False,
 ) -> dict[str, Any]:
     greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
     steps = type_ok = success = grounding_total = grounding_ok = parse_failures = 0
-    for trajectory in trajectories:
+    for trajectory in progress_iter(trajectories, progress, "eval: steps", "task"):
         images = []
         history: list[str] = []
         for step in trajectory.steps:
@@ -107,7 +110,7 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_eval(config: Any, *, engine: RolloutEngine | None = None) -> dict[str, Any]:
+def run_eval(config: Any, *, engine: RolloutEngine | None = None, progress: bool = False) -> dict[str, Any]:
     """Evaluate a checkpoint (``EvalConfig``) on its data split; writes and returns the results."""
     import json
     from pathlib import Path
@@ -136,11 +139,21 @@ def run_eval(config: Any, *, engine: RolloutEngine | None = None) -> dict[str, A
     }
     if "sop" in config.metrics:
         results["sop"] = sop(
-            engine, chosen, prompt=prompt, match_settings=config.match, max_new_tokens=config.max_new_tokens
+            engine,
+            chosen,
+            prompt=prompt,
+            match_settings=config.match,
+            max_new_tokens=config.max_new_tokens,
+            progress=progress,
         )
     if "steps" in config.metrics:
         results["steps"] = step_metrics(
-            engine, chosen, prompt=prompt, match_settings=config.match, max_new_tokens=config.max_new_tokens
+            engine,
+            chosen,
+            prompt=prompt,
+            match_settings=config.match,
+            max_new_tokens=config.max_new_tokens,
+            progress=progress,
         )
     out = config.output or (Path(config.adapter or config.model) / "eval.json")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -39,13 +39,16 @@ def online_success(
     *,
     prompt: PromptSettings | None = None,
     work_dir: Path | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Success rate of ``policy`` over ``settings.tasks`` x ``settings.seeds`` (greedy decoding)."""
     with tempfile.TemporaryDirectory(prefix="uis1-online-", dir=work_dir) as tmp:
-        return asyncio.run(_run(policy, settings, prompt or PromptSettings(), Path(tmp)))
+        return asyncio.run(_run(policy, settings, prompt or PromptSettings(), Path(tmp), progress))
 
 
-async def _run(policy: Policy, settings: OnlineSettings, prompt: PromptSettings, tmp: Path) -> dict[str, Any]:
+async def _run(
+    policy: Policy, settings: OnlineSettings, prompt: PromptSettings, tmp: Path, progress: bool
+) -> dict[str, Any]:
     from agent.episode import EpisodeRunner, EpisodeSettings
     from agent.store import TrajectoryStore
     from devices.adb import AdbDriver, DriverSettings
@@ -53,6 +56,7 @@ async def _run(policy: Policy, settings: OnlineSettings, prompt: PromptSettings,
     from devices.sim.display import profile
     from devices.sim.fleet import SimFleet
     from devices.sim.tasks import TASKS, Outcome
+    from train.tracking import progress_iter
 
     unknown = sorted(set(settings.tasks) - set(TASKS))
     if unknown:
@@ -71,23 +75,23 @@ async def _run(policy: Policy, settings: OnlineSettings, prompt: PromptSettings,
                 "eval", width=settings.width, height=settings.height, display=profile(settings.display)
             )
             driver = AdbDriver(fleet.client(), device.serial, DriverSettings(use_uiautomator2=False))
-            for name in settings.tasks:
-                for seed in settings.seeds:
-                    task = TASKS[name].create(seed)
-                    task.initialize(device.phone)
-                    runner = EpisodeRunner(policy, driver, store, episode_settings, prompt)
-                    episode = await runner.run(task.goal)
-                    ok = task.is_successful(device.phone, Outcome(answer=episode.answer))
-                    results.append(
-                        {
-                            "task": name,
-                            "seed": seed,
-                            "success": ok,
-                            "steps": len(episode.steps),
-                            "status": episode.status.value,
-                            "error": episode.error,
-                        }
-                    )
+            cases = [(name, seed) for name in settings.tasks for seed in settings.seeds]
+            for name, seed in progress_iter(cases, progress, "eval: online", "episode"):
+                task = TASKS[name].create(seed)
+                task.initialize(device.phone)
+                runner = EpisodeRunner(policy, driver, store, episode_settings, prompt)
+                episode = await runner.run(task.goal)
+                ok = task.is_successful(device.phone, Outcome(answer=episode.answer))
+                results.append(
+                    {
+                        "task": name,
+                        "seed": seed,
+                        "success": ok,
+                        "steps": len(episode.steps),
+                        "status": episode.status.value,
+                        "error": episode.error,
+                    }
+                )
     finally:
         store.engine.dispose()
     done = sum(1 for r in results if r["success"])

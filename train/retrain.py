@@ -223,7 +223,7 @@ def _work(
         detail={"job_dir": str(job_dir), **({"resumed_from": abandoned.id} if resumed and abandoned else {})},
     )
     parent = _starting_version(config, registry)
-    curated = _curate(config, job_dir, jobs)
+    curated = _curate(config, job_dir, jobs, progress)
     jobs.update(
         job.id,
         detail={
@@ -259,7 +259,7 @@ def _work(
         start = _train(stage, stage_config, progress)
     jobs.update(job.id, detail={"stage": "evaluate", "checkpoint": str(start)})
 
-    evaluation = _evaluate(config, curated, job_dir, start, parent, registry)
+    evaluation = _evaluate(config, curated, job_dir, start, parent, registry, progress)
     name = f"{config.version_prefix}-{utcnow():%Y%m%d-%H%M%S}-{job.id[:6]}"
     from train.checkpoints import model_and_adapter, read_record
 
@@ -318,7 +318,7 @@ def _starting_version(config: RetrainConfig, registry: ModelRegistry) -> ModelVe
     return registry.get(version.name)
 
 
-def _curate(config: RetrainConfig, job_dir: Path, jobs: JobStore) -> CuratedSet:
+def _curate(config: RetrainConfig, job_dir: Path, jobs: JobStore, progress: bool) -> CuratedSet:
     out = job_dir / "data"
     previous_job = jobs.last(JOB_KIND, JobStatus.SUCCEEDED)
     previous = None
@@ -333,7 +333,9 @@ def _curate(config: RetrainConfig, job_dir: Path, jobs: JobStore) -> CuratedSet:
     settings = (
         config.curation.model_copy(update={"trust_judge": True}) if config.judge.enabled else config.curation
     )
-    return curate_store(config.store.url, config.store.screenshot_dir, out, settings, previous=previous)
+    return curate_store(
+        config.store.url, config.store.screenshot_dir, out, settings, previous=previous, progress=progress
+    )
 
 
 def _train(stage: str, stage_config: Any, progress: bool) -> Path:
@@ -369,13 +371,14 @@ def _evaluate(
     checkpoint: Path,
     parent: ModelVersion,
     registry: ModelRegistry,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Both versions on the same pinned evaluation; the parent's scores are reused when it was
     already measured on exactly this evaluation."""
     fingerprint = _fingerprint(config, curated)
     cached = parent.info.get("evaluations", {}).get(fingerprint)
     baseline = cached or evaluate_weights(
-        config, curated, job_dir / "eval" / "baseline", Path(parent.weights or "")
+        config, curated, job_dir / "eval" / "baseline", Path(parent.weights or ""), progress=progress
     )
     if cached is None:
         registry.annotate(
@@ -384,7 +387,7 @@ def _evaluate(
             {**parent.info.get("evaluations", {}), fingerprint: baseline},
             actor="retrain",
         )
-    scores = evaluate_weights(config, curated, job_dir / "eval" / "candidate", checkpoint)
+    scores = evaluate_weights(config, curated, job_dir / "eval" / "candidate", checkpoint, progress=progress)
     return {
         "fingerprint": fingerprint,
         "candidate": scores,
@@ -392,7 +395,9 @@ def _evaluate(
     }
 
 
-def evaluate_weights(config: RetrainConfig, curated: CuratedSet, out: Path, weights: Path) -> dict[str, Any]:
+def evaluate_weights(
+    config: RetrainConfig, curated: CuratedSet, out: Path, weights: Path, *, progress: bool = False
+) -> dict[str, Any]:
     """SOP on the held-out (and pinned) data and online success, for one checkpoint."""
     from agent.local_policy import LocalPolicy
     from agent.prompt import PromptSettings
@@ -422,7 +427,7 @@ def evaluate_weights(config: RetrainConfig, curated: CuratedSet, out: Path, weig
                 "device": ev.device,
             }
         )
-        result = run_eval(eval_config)
+        result = run_eval(eval_config, progress=progress)
         scores["sop"] = {k: result["sop"][k] for k in ("pg", "tsr", "score")} | {
             "trajectories": result["trajectories"]
         }
@@ -430,7 +435,7 @@ def evaluate_weights(config: RetrainConfig, curated: CuratedSet, out: Path, weig
         model, adapter = model_and_adapter(weights)
         prompt = PromptSettings(resize=config.resize, system_prompt=checkpoint_system_prompt(model, adapter))
         policy = LocalPolicy(model, adapter_dir=adapter, prompt=prompt, device=resolve_device(ev.device))
-        online = online_success(policy, ev.online, prompt=prompt, work_dir=out)
+        online = online_success(policy, ev.online, prompt=prompt, work_dir=out, progress=progress)
         (out / "online.json").write_text(json.dumps(online, indent=2), encoding="utf-8")
         scores["online"] = {"success_rate": online["success_rate"], "episodes": len(online["episodes"])}
     return scores

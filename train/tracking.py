@@ -1,4 +1,5 @@
-"""Per-step metrics of a run: one JSON object a line in ``metrics.jsonl``, and TensorBoard scalars.
+"""Per-step metrics of a run: one JSON object a line in ``metrics.jsonl``, and TensorBoard scalars;
+the progress bars of long work (tqdm, on stderr).
 
 ``tensorboard --logdir RUN_DIR/tensorboard`` shows the curves. A resumed run appends, dropping
 lines past the step it resumes from, so the file stays one line per step.
@@ -7,8 +8,11 @@ lines past the step it resumes from, so the file stays one line per step.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sized
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class Tracker:
@@ -49,6 +53,20 @@ class Tracker:
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def progress_iter(
+    items: Iterable[T], enabled: bool, label: str, unit: str, total: int | None = None
+) -> Iterable[T]:
+    """``items`` with a tqdm bar on stderr while they are consumed (``items`` itself when disabled)."""
+    if not enabled:
+        return items
+    from tqdm import tqdm
+
+    if total is None and isinstance(items, Sized):
+        total = len(items)
+    bar: Iterable[T] = tqdm(items, total=total, desc=label, unit=unit, dynamic_ncols=True)
+    return bar
 
 
 def progress_bar(enabled: bool, total: int, initial: int, label: str) -> Any:

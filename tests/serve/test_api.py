@@ -369,6 +369,55 @@ def test_sensitive_actions_wait_for_a_persons_approval_and_the_decision_is_recor
     assert bad.status_code == 422
 
 
+class TypingPolicy(ScriptedPolicy):
+    """Types a card number, then finishes."""
+
+    async def predict(self, turns, *, sampling=None, model=None):  # type: ignore[no-untyped-def,override]
+        from agent.policy import PolicyResult
+
+        index = sum(1 for t in turns if t.role == "assistant")
+        action = '{"action": "type", "text": "4111222233334444"}' if index == 0 else TERMINATE
+        raw = f"<think>\nstep {index}\n</think>\n<action>\n{action}\n</action>"
+        return PolicyResult.from_text(raw, model_version=self.model_version, latency_s=0.0)
+
+
+TERMINATE = '{"action": "terminate", "status": "success"}'
+
+
+def test_typing_into_a_password_field_waits_for_a_person_read_from_the_phone(make_service, fleet) -> None:  # type: ignore[no-untyped-def]
+    service = make_service(TypingPolicy())
+    client = service.client(service.agent)
+    device = fleet.devices[0]
+    shop = device.phone.app("com.example.shop")
+
+    def at_checkout(field_name: str) -> None:  # the shop's checkout form, one of its fields focused
+        device.phone.start("com.example.shop", ".CheckoutActivity")
+        shop.checkout = type(shop.checkout)()
+        device.phone.focus(getattr(shop.checkout, field_name))
+
+    body = {"goal": "pay", "device": {"serial": device.serial}, "approval": {"password_fields": True}}
+    at_checkout("card")  # hides what is typed: password="true" in the phone's hierarchy
+    task_id = client.post("/v1/tasks", json=body).json()["id"]
+    held = _held(client, task_id, 0)
+    assert held["reason"] == "typing into a password field needs approval"
+    assert held["proposed_action"] == {"action": "type", "text": "4111222233334444"}
+    assert shop.checkout.card.value == ""  # nothing typed while it waits
+    assert client.post(f"/v1/tasks/{task_id}/resume").status_code == 200  # approved
+    assert wait_finished(client, task_id)["status"] == "succeeded"
+    assert shop.checkout.card.value == "4111222233334444"
+    steps = client.get(f"/v1/trajectories/{task_id}").json()["steps"]
+    assert steps[0]["review"] == {
+        "approval": "typing into a password field needs approval",
+        "decision": "approved",
+    }
+
+    at_checkout("name")  # an ordinary field: typing goes ahead
+    task_id = client.post("/v1/tasks", json=body).json()["id"]
+    assert wait_finished(client, task_id)["status"] == "succeeded"
+    assert shop.checkout.name.value == "4111222233334444"
+    assert [s["review"] for s in client.get(f"/v1/trajectories/{task_id}").json()["steps"]] == [None, None]
+
+
 def test_models_promote_routes_new_tasks_and_rollback_restores(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service(ScriptedPolicy(steps=1))
     admin, agent = service.client(service.admin), service.client(service.agent)

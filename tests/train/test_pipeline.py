@@ -115,8 +115,12 @@ def test_sft_then_semi_online_rl_then_sop_from_the_command_line(
         tmp_path / "eval.yaml",
         {"model": str(final), "data": SIM_DATA, "split": "all", "resize": RESIZE, "max_new_tokens": 72},
     )
-    shown = uis1("train", "eval", "--config", str(evaluation)).stdout
-    assert "sop.score" in shown
+    ran = uis1("train", "eval", "--config", str(evaluation))
+    assert "sop.score" in ran.stdout
+    trajectories = len(json.loads((final / "eval.json").read_text())["sop"]["per_trajectory"])
+    for bar in ("eval: sop", "eval: steps"):  # a bar on stderr per pass over the tasks
+        assert f"{bar}: 100%" in ran.stderr, ran.stderr[-500:]
+    assert f"{trajectories}/{trajectories}" in ran.stderr
     results = json.loads((final / "eval.json").read_text())
     assert 0 < results["sop"]["pg"] <= 1
     assert results["steps"]["type_match"] > 0.5
@@ -132,7 +136,7 @@ def test_sft_then_semi_online_rl_then_sop_from_the_command_line(
             "output": str(tmp_path / "base.json"),
         },
     )
-    uis1("train", "eval", "--config", str(base))
+    assert "eval: sop" not in uis1("train", "eval", "--config", str(base), "--quiet").stderr
     assert json.loads((tmp_path / "base.json").read_text())["sop"]["pg"] < results["sop"]["pg"]
 
 
