@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+
+from machine import about
 
 from devices.adb import AdbDriver, DriverSettings
 from devices.adb_server import AdbServer
@@ -42,9 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
-    )
+    print(f"machine: {about()}")
     phone = SimPhone("bench")
     phone.start("com.android.contacts")
     renders = []

@@ -25,7 +25,6 @@ import asyncio
 import json
 import logging
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from machine import about
 
 from devices.ports import free_port
 
@@ -232,10 +232,7 @@ def main() -> int:
     args = parser.parse_args()
     from agent.tiny_model import ensure_tiny_model
 
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}"
-    )
+    print(f"machine: {about()}")
     work = Path(tempfile.mkdtemp(prefix="uis1-swap-bench-"))
     proc = None
     try:

@@ -64,7 +64,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -76,6 +75,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from machine import facts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -907,17 +908,6 @@ def render(summary: dict[str, Any]) -> str:
 
 
 # -- running --------------------------------------------------------------------------------------
-def machine() -> dict[str, Any]:
-    import torch
-
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-    }
 
 
 def needs() -> list[str]:
@@ -1099,7 +1089,7 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     setting = setting_from(args)
     bench = Bench(setting, args.cache, progress=not args.quiet)
-    info = machine()
+    info = facts(with_torch=True)
     print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()), flush=True)
     if args.dry_run:
         print(dry_run(bench, args), end="")

@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
-import platform
 import re
 import shutil
 import subprocess
@@ -28,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from machine import about
 from PIL import Image, ImageDraw
 
 from agent.geometry import ResizeSettings
@@ -46,10 +45,6 @@ SCREENS = (
     ("star_two_files", 2),
     ("favorite_contact", 1),
 )
-
-
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
 def screen(profile_name: str, task_name: str, steps: int, seed: int) -> tuple[Image.Image, list[View]]:
@@ -145,9 +140,9 @@ def main() -> None:
     rows, sheets = measure(args.image_tokens, args.seed)
     contact_sheet(sheets, args.out)
     if args.json:
-        print(json.dumps({"machine": machine(), "sheet": str(args.out), "profiles": rows}, indent=2))
+        print(json.dumps({"machine": about(), "sheet": str(args.out), "profiles": rows}, indent=2))
         return
-    print(f"machine: {machine()}; sheet: {args.out}")
+    print(f"machine: {about()}; sheet: {args.out}")
     print(f"{'profile':<10}{'tokens':>7}{'resized':>10}{'row text px':>13}{'OCR read':>10}")
     for row in rows:
         read = "n/a" if row["ocr_labels_read"] is None else f"{row['ocr_labels_read']:.0%}"

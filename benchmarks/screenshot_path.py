@@ -22,21 +22,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from machine import about
+
 from devices.adb import AdbDriver, DriverSettings
 from devices.adb_server import AdbServer
 from devices.ports import free_port
 from devices.sim.fleet import SimFleet
-
-
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
 def main() -> None:
@@ -55,9 +51,7 @@ def main() -> None:
         finally:
             device.adbd.stop()
 
-    print(
-        f"\nscreenshots of a {args.width}x{args.height} simulated phone through the adb server ({machine()})"
-    )
+    print(f"\nscreenshots of a {args.width}x{args.height} simulated phone through the adb server ({about()})")
     print(f"{'screen':<9} {'path':<24} {'KB/frame':>9} {'median':>9} {'p95':>9} {'frames/s':>9}")
     for r in results:
         print(
@@ -67,7 +61,7 @@ def main() -> None:
     if args.json:
         print(
             json.dumps(
-                {"machine": machine(), "screen": [args.width, args.height], "results": results}, indent=2
+                {"machine": about(), "screen": [args.width, args.height], "results": results}, indent=2
             )
         )
 

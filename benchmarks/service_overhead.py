@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import signal
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from machine import about
 
 from devices.ports import free_port
 
@@ -177,10 +177,6 @@ async def run_round(client: httpx.AsyncClient, n: int, steps: int, pid: int) -> 
     }
 
 
-def machine() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -225,7 +221,7 @@ def main() -> None:
     fleet = SimFleet(adb)
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        print(f"machine: {machine()}", flush=True)
+        print(f"machine: {about()}", flush=True)
         print(f"starting {max(rounds)} simulated phones ({args.width}x{args.height}) ...", flush=True)
         for _ in range(max(rounds)):
             fleet.add(width=args.width, height=args.height)
@@ -309,7 +305,7 @@ def main() -> None:
     print(
         f"\nservice overhead, policy stand-in at {args.policy_latency * 1000:.0f} ms, {args.steps} steps per "
         f"episode, phones {args.width}x{args.height}, images {args.image_transport}, capture {args.capture} "
-        f"({machine()})"
+        f"({about()})"
     )
     header = (
         f"{'episodes':>8} {'steps/s':>8} {'overhead/step':>14} {'share':>6} {'in-step p50':>11} "
@@ -331,7 +327,7 @@ def main() -> None:
         print(
             json.dumps(
                 {
-                    "machine": machine(),
+                    "machine": about(),
                     "policy_latency_s": args.policy_latency,
                     "steps": args.steps,
                     "image_transport": args.image_transport,

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -31,21 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from machine import facts
+
 ROOT = Path(__file__).resolve().parent.parent
 PHASES = ("rollout_s", "old_logprob_s", "ref_logprob_s", "update_s")
-
-
-def machine() -> dict[str, Any]:
-    import torch
-
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-    }
 
 
 def rl_config(args: argparse.Namespace, model: Path, learner: str, out: Path, *, single_turn: bool) -> Any:
@@ -320,7 +307,7 @@ def main() -> int:
         if args.model
         else {size: ensure_tiny_model(ROOT / ".cache", MODEL_SIZES[size]) for size in args.model_size}
     )
-    info = machine()
+    info = facts(with_torch=True)
     print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
     print(
         f"{len(args.tasks)} tasks, {args.tasks_per_step} per step, n={args.n}, ε={args.threshold}, "

@@ -14,6 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def learning() -> ModuleType:
+    if str(REPO / "benchmarks") not in sys.path:  # as when it runs: its helpers sit beside it
+        sys.path.insert(0, str(REPO / "benchmarks"))
     spec = importlib.util.spec_from_file_location("learning_benchmark", REPO / "benchmarks" / "learning.py")
     assert spec is not None
     assert spec.loader is not None
