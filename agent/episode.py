@@ -24,7 +24,7 @@ from agent.actions import Action, Answer, Terminate, TerminateStatus
 from agent.execution import from_device_action, perform, to_device_action
 from agent.geometry import Size
 from agent.parsing import format_response
-from agent.policy import Policy, PolicyError, SamplingSettings
+from agent.policy import Policy, PolicyError, PolicyResult, SamplingSettings
 from agent.prompt import ImagePart, PromptSettings, Screenshot, build_conversation, prepare_image
 from agent.store import TrajectoryStore
 from agent.trajectory import (
@@ -173,6 +173,7 @@ class EpisodeRunner:
         return episode.model_copy(update={"status": status, "finished_at": utcnow(), "error": reason})
 
     async def _loop(self, episode: Episode, cancel: asyncio.Event | None) -> Episode:
+        """Steps until the episode ends; each ending is a ``_Stop`` with the finished episode."""
         # Only the last image_limit screens are ever shown again: older ones are dropped, so that
         # an episode's memory does not grow with its length.
         screens: list[ImagePart | None] = []
@@ -180,113 +181,143 @@ class EpisodeRunner:
         parse_errors = 0
         index = 0
         deadline = time.monotonic() + self.settings.timeout_s
-        while index < self.settings.max_steps:
-            if cancel is not None and cancel.is_set():
-                return self._finish(episode, EpisodeStatus.CANCELLED, "cancelled")
-            if time.monotonic() > deadline:
-                return self._finish(episode, EpisodeStatus.FAILED, "wall-clock timeout")
-            started = utcnow()
-            t0 = time.perf_counter()
-            try:
-                capture = await self.device.screenshot()
-            except DeviceError as exc:
-                return self._finish(episode, EpisodeStatus.ERROR, f"device error: {exc}")
-            device_s = time.perf_counter() - t0  # the phone's time; what follows is the service's
-            ref, part = await asyncio.to_thread(self._observe, capture)
-            turns = build_conversation(episode.goal, [*screens, part], history, self.prompt)
-            try:
-                result = await self.policy.predict(
-                    turns, sampling=self.settings.sampling, model=self.settings.model
-                )
-            except PolicyError as exc:
-                return self._finish(episode, EpisodeStatus.ERROR, f"policy error: {exc}")
-            geometry = part.geometry
-            step = Step(
-                index=index,
-                screenshot=ref,
-                resized=ImageSize(width=geometry.resized.width, height=geometry.resized.height),
-                raw_response=result.raw,
-                action=result.parsed.action,
-                parse_error=result.parsed.error,
-                model_version=self.settings.version or result.model_version,
-                timings=StepTimings(policy_s=result.latency_s, device_s=device_s),
-                started_at=started,
-                # An all-black frame (screen off, or an app that forbids capture): never training data.
-                extra={"black_frame": capture.note or "black"} if capture.black else {},
-            )
-            # A reviewer (a person holding the task) sees every step, and may supply the action
-            # where the policy's response could not be parsed.
-            device_action = to_device_action(result.parsed.action, geometry) if result.parsed.action else None
-            step = step.model_copy(update={"device_action": device_action})
-            review = await self.reviewer.review(episode, step) if self.reviewer is not None else Review()
-            if review.note:
-                step = step.model_copy(update={"extra": {**step.extra, "review": review.note}})
-            if review.verdict is Verdict.ABORT:
-                await self._save(
-                    episode, step.model_copy(update={"ended_at": utcnow(), "error": "aborted by reviewer"})
-                )
-                return self._finish(episode, EpisodeStatus.CANCELLED, "aborted by reviewer")
-            if review.verdict is Verdict.REPLACE and review.action is not None:
-                device_action = review.action
-                step = step.model_copy(
-                    update={
-                        "source": StepSource.HUMAN,
-                        "device_action": device_action,
-                        "expert": ActionLabel.from_action(device_action),
-                    }
-                )
-            if device_action is None:
-                parse_errors += 1
-                episode = await self._record(episode, step.model_copy(update={"ended_at": utcnow()}))
+        try:
+            while index < self.settings.max_steps:
+                if cancel is not None and cancel.is_set():
+                    raise _Stop(self._finish(episode, EpisodeStatus.CANCELLED, "cancelled"))
+                if time.monotonic() > deadline:
+                    raise _Stop(self._finish(episode, EpisodeStatus.FAILED, "wall-clock timeout"))
+                proposal = await self._propose(episode, index, screens, history)
+                step, device_action = await self._review(episode, proposal)
                 index += 1
-                if parse_errors > self.settings.max_parse_errors:
-                    reason = (
-                        f"unparseable response ({result.parsed.error.reason if result.parsed.error else '?'})"
-                    )
-                    return self._finish(episode, EpisodeStatus.FAILED, reason)
-                continue  # the same screen again; the bad response stays out of the history
-            action = (
-                result.parsed.action
-                if step.source is StepSource.POLICY and result.parsed.action is not None
-                else from_device_action(device_action, geometry)
-            )
-            # Durable before the action reaches the phone.
-            await self._save(episode, step)
-            t1 = time.perf_counter()
-            error = None
-            try:
-                await perform(self.device, device_action)
-                if not isinstance(device_action, Answer | Terminate) and self.settings.settle_s:
-                    await asyncio.sleep(self.settings.settle_s)
-            except DeviceError as exc:
-                error = f"device error: {exc}"
-            step = step.model_copy(
-                update={
-                    "ended_at": utcnow(),
-                    "error": error,
-                    "timings": StepTimings(
-                        policy_s=result.latency_s, device_s=device_s + time.perf_counter() - t1
-                    ),
-                }
-            )
-            episode = await self._record(episode, step)
-            if error is not None:
-                return self._finish(episode, EpisodeStatus.ERROR, error)
-            screens.append(part)
-            if (old := len(screens) - self.prompt.image_limit) >= 0:
-                screens[old] = None  # the next prompt adds its own screen: this one is out of view
-            history.append(result.raw if step.source is StepSource.POLICY else format_response(action))
-            index += 1
-            if isinstance(action, Terminate):
-                ok = action.status is TerminateStatus.SUCCESS
-                return self._finish(
-                    episode,
-                    EpisodeStatus.SUCCEEDED if ok else EpisodeStatus.FAILED,
-                    None if ok else "the policy gave up",
+                if device_action is None:
+                    parse_errors += 1
+                    episode = await self._record(episode, step.model_copy(update={"ended_at": utcnow()}))
+                    if parse_errors > self.settings.max_parse_errors:
+                        error = proposal.result.parsed.error
+                        reason = f"unparseable response ({error.reason if error else '?'})"
+                        raise _Stop(self._finish(episode, EpisodeStatus.FAILED, reason))
+                    continue  # the same screen again; the bad response stays out of the history
+                action = (
+                    proposal.result.parsed.action
+                    if step.source is StepSource.POLICY and proposal.result.parsed.action is not None
+                    else from_device_action(device_action, proposal.part.geometry)
                 )
-            if isinstance(action, Answer):
-                episode = episode.model_copy(update={"answer": action.text})
-                return self._finish(episode, EpisodeStatus.SUCCEEDED)
+                episode = await self._act(episode, step, device_action, proposal)
+                screens.append(proposal.part)
+                if (old := len(screens) - self.prompt.image_limit) >= 0:
+                    screens[old] = None  # the next prompt adds its own screen: this one is out of view
+                history.append(
+                    proposal.result.raw if step.source is StepSource.POLICY else format_response(action)
+                )
+                self._stop_if_done(episode, action)
+        except _Stop as stop:
+            return stop.episode
         return self._finish(
             episode, EpisodeStatus.FAILED, f"step budget of {self.settings.max_steps} used up"
         )
+
+    async def _propose(
+        self, episode: Episode, index: int, screens: list[ImagePart | None], history: list[str]
+    ) -> _Proposal:
+        """Screenshot, prompt, prediction: the step as the policy proposes it (not yet recorded)."""
+        started = utcnow()
+        t0 = time.perf_counter()
+        try:
+            capture = await self.device.screenshot()
+        except DeviceError as exc:
+            raise _Stop(self._finish(episode, EpisodeStatus.ERROR, f"device error: {exc}")) from None
+        device_s = time.perf_counter() - t0  # the phone's time; what follows is the service's
+        ref, part = await asyncio.to_thread(self._observe, capture)
+        turns = build_conversation(episode.goal, [*screens, part], history, self.prompt)
+        try:
+            result = await self.policy.predict(
+                turns, sampling=self.settings.sampling, model=self.settings.model
+            )
+        except PolicyError as exc:
+            raise _Stop(self._finish(episode, EpisodeStatus.ERROR, f"policy error: {exc}")) from None
+        geometry = part.geometry
+        action = result.parsed.action
+        step = Step(
+            index=index,
+            screenshot=ref,
+            resized=ImageSize(width=geometry.resized.width, height=geometry.resized.height),
+            raw_response=result.raw,
+            action=action,
+            parse_error=result.parsed.error,
+            model_version=self.settings.version or result.model_version,
+            timings=StepTimings(policy_s=result.latency_s, device_s=device_s),
+            started_at=started,
+            device_action=to_device_action(action, geometry) if action else None,
+            # An all-black frame (screen off, or an app that forbids capture): never training data.
+            extra={"black_frame": capture.note or "black"} if capture.black else {},
+        )
+        return _Proposal(step, result, part, device_s)
+
+    async def _review(self, episode: Episode, proposal: _Proposal) -> tuple[Step, Action | None]:
+        """The reviewer's decision applied: the step to record and the device action to perform.
+        A reviewer (a person holding the task) sees every step, and may supply the action where
+        the policy's response could not be parsed."""
+        step = proposal.step
+        review = await self.reviewer.review(episode, step) if self.reviewer is not None else Review()
+        if review.note:
+            step = step.model_copy(update={"extra": {**step.extra, "review": review.note}})
+        if review.verdict is Verdict.ABORT:
+            await self._save(
+                episode, step.model_copy(update={"ended_at": utcnow(), "error": "aborted by reviewer"})
+            )
+            raise _Stop(self._finish(episode, EpisodeStatus.CANCELLED, "aborted by reviewer"))
+        if review.verdict is Verdict.REPLACE and review.action is not None:
+            replaced = review.action
+            update = {
+                "source": StepSource.HUMAN,
+                "device_action": replaced,
+                "expert": ActionLabel.from_action(replaced),
+            }
+            return step.model_copy(update=update), replaced
+        return step, step.device_action
+
+    async def _act(self, episode: Episode, step: Step, device_action: Action, proposal: _Proposal) -> Episode:
+        """Save the step, perform its action, record the outcome; a device error ends the episode."""
+        await self._save(episode, step)  # durable before the action reaches the phone
+        t1 = time.perf_counter()
+        error = None
+        try:
+            await perform(self.device, device_action)
+            if not isinstance(device_action, Answer | Terminate) and self.settings.settle_s:
+                await asyncio.sleep(self.settings.settle_s)
+        except DeviceError as exc:
+            error = f"device error: {exc}"
+        device_s = proposal.device_s + time.perf_counter() - t1
+        timings = StepTimings(policy_s=proposal.result.latency_s, device_s=device_s)
+        episode = await self._record(
+            episode, step.model_copy(update={"ended_at": utcnow(), "error": error, "timings": timings})
+        )
+        if error is not None:
+            raise _Stop(self._finish(episode, EpisodeStatus.ERROR, error))
+        return episode
+
+    def _stop_if_done(self, episode: Episode, action: Action) -> None:
+        if isinstance(action, Terminate):
+            ok = action.status is TerminateStatus.SUCCESS
+            status = EpisodeStatus.SUCCEEDED if ok else EpisodeStatus.FAILED
+            raise _Stop(self._finish(episode, status, None if ok else "the policy gave up"))
+        if isinstance(action, Answer):
+            answered = episode.model_copy(update={"answer": action.text})
+            raise _Stop(self._finish(answered, EpisodeStatus.SUCCEEDED))
+
+
+@dataclass(frozen=True)
+class _Proposal:
+    step: Step  # as the policy proposed it, its action mapped to device pixels
+    result: PolicyResult
+    part: ImagePart  # the screen as the prompt showed it (kept for the next prompts)
+    device_s: float  # the screenshot's time
+
+
+class _Stop(Exception):
+    """Ends the loop with the finished episode."""
+
+    def __init__(self, episode: Episode) -> None:
+        super().__init__(episode.status)
+        self.episode = episode

@@ -230,7 +230,7 @@ def main() -> int:
     parser.add_argument("--settle-s", type=float, default=5.0, help="load kept after each swap")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from agent.tiny_model import ensure_tiny_model
+    from agent.devkit.tiny_model import ensure_tiny_model
 
     print(f"machine: {about()}")
     work = Path(tempfile.mkdtemp(prefix="uis1-swap-bench-"))

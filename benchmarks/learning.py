@@ -464,7 +464,7 @@ class Bench:
         done = read_json(self.home / "initial.json")
         if done is not None:
             return done
-        from agent.tiny_model import MODEL_SIZES, ensure_tiny_model
+        from agent.devkit.tiny_model import MODEL_SIZES, ensure_tiny_model
         from train.checkpoints import latest_checkpoint
         from train.sft import train_sft
 

@@ -300,7 +300,7 @@ def main() -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args()
 
-    from agent.tiny_model import MODEL_SIZES, ensure_tiny_model
+    from agent.devkit.tiny_model import MODEL_SIZES, ensure_tiny_model
 
     models = (
         {args.model.name: args.model}

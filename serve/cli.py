@@ -291,9 +291,14 @@ def register_model(
 
 
 def _swap(action: str, name: str | None, force: bool, reason: str | None) -> None:
+    """Promote or roll back the default alias through the version router, with the hot swap into
+    the vLLM the services serve from."""
     import asyncio
 
+    from agent.jobs import JobStore
+    from agent.registry import DEFAULT_ALIAS
     from serve.swap import HotSwapController, SwapError
+    from serve.versions import VersionRouter
 
     settings, store, registry = _service_parts()
     if settings.policy_backend == "local":
@@ -304,23 +309,23 @@ def _swap(action: str, name: str | None, force: bool, reason: str | None) -> Non
             err=True,
         )
         raise typer.Exit(1)
-    controller = HotSwapController(
-        store,
-        registry,
-        settings.policy,
-        settings.prompt_settings(),
-        settings.swap,
-        owner=f"{settings.replica_id}:cli",
+    prompt = settings.prompt_settings()
+    router = VersionRouter(registry, None, prompt, JobStore(store.engine))
+    router.swap = HotSwapController(
+        store, registry, settings.policy, prompt, settings.swap, owner=f"{settings.replica_id}:cli"
     )
 
     async def run() -> Any:
+        assert router.swap is not None
         try:
             if action == "promote":
                 assert name is not None
-                return await controller.promote(name, actor=_actor(), force=force, reason=reason)
-            return await controller.rollback(actor=_actor(), reason=reason)
+                return await router.promote(
+                    name, alias=DEFAULT_ALIAS, actor=_actor(), force=force, reason=reason
+                )
+            return await router.rollback(alias=DEFAULT_ALIAS, actor=_actor(), reason=reason)
         finally:
-            await controller.aclose()
+            await router.swap.aclose()
 
     try:
         result = asyncio.run(run())

@@ -94,8 +94,8 @@ def choose_policy(kind: str, data_dir: Path) -> Choice:
         )
     if kind in ("auto", "tiny"):
         try:
+            from agent.devkit.tiny_model import ensure_tiny_model
             from agent.local_policy import LocalPolicy
-            from agent.tiny_model import ensure_tiny_model
         except ImportError:
             if kind == "tiny":
                 raise
@@ -204,7 +204,7 @@ def run_demo(
             device = fleet.devices[i % len(fleet.devices)]
             task.initialize(device.phone)
             if isinstance(choice.policy, SimExpertPolicy):
-                from agent.expert_policy import ExpertPolicy
+                from agent.devkit.expert_policy import ExpertPolicy
 
                 choice.policy.experts[task.goal] = ExpertPolicy(task, device.phone)
             created = client.create_task(task.goal, device={"serial": device.serial})

@@ -19,13 +19,20 @@ from agent.jobs import JobStore
 from agent.policy import Policy
 from agent.prompt import PromptSettings
 from agent.registry import DEFAULT_ALIAS, Kind, ModelRegistry, RegistryError
-from serve.swap import HOLD_LOCK, LOADED, SwapController
+from serve.swap import HOLD_LOCK, LOADED_ALIAS_PREFIX, SwapController, SwapResult
 from serve.task_request import TaskRequest, UnknownModel
 
 
 class VersionRouter:
+    """The one place that decides which version and which engine serve a task, and that moves a
+    version into serving (used by the runner, the model routes and ``uis1 models``).
+
+    ``policy`` is the engine tasks run on (None outside a service, e.g. the CLI: then only the
+    registry's names are known).
+    """
+
     def __init__(
-        self, registry: ModelRegistry | None, policy: Policy, prompt: PromptSettings, jobs: JobStore
+        self, registry: ModelRegistry | None, policy: Policy | None, prompt: PromptSettings, jobs: JobStore
     ) -> None:
         self.registry = registry
         self.policy = policy
@@ -45,13 +52,14 @@ class VersionRouter:
         try:
             version = self.registry.resolve(name)
         except RegistryError:
-            if name == self.policy.model_version and not self.registry.versions():
+            own = self.policy.model_version if self.policy is not None else None
+            if name is not None and name == own and not self.registry.versions():
                 return name, None
             raise UnknownModel(f"no model version or alias {name!r}") from None
         if version is None:
             return name, None
         if version.kind != Kind.ADAPTER and not version.endpoint:
-            held = self.registry.aliases().get(LOADED + version.served_name)
+            held = self.registry.aliases().get(LOADED_ALIAS_PREFIX + version.served_name)
             if held is not None and held != version.name:
                 raise UnknownModel(
                     f"model version {version.name} is not being served: the engine serving "
@@ -87,24 +95,25 @@ class VersionRouter:
 
     async def promote(
         self, version: str, *, alias: str, actor: str, force: bool = False, reason: str | None = None
-    ) -> None:
-        """Serve ``version`` under ``alias`` (the hot swap for the default alias, where there is one)."""
+    ) -> SwapResult | None:
+        """Serve ``version`` under ``alias``: the hot swap for the default alias where there is a
+        swap controller (its result), else a registry record (None)."""
         if self.registry is None:
             raise RegistryError("this service keeps no model registry")
         if self.swap is not None and alias == DEFAULT_ALIAS:
-            await self.swap.promote(version, actor=actor, force=force, reason=reason)
-            return
+            return await self.swap.promote(version, actor=actor, force=force, reason=reason)
         detail = {"reason": reason} if reason else {}
         await asyncio.to_thread(
             self.registry.promote, version, actor=actor, alias=alias, force=force, detail=detail
         )
+        return None
 
-    async def rollback(self, *, alias: str, actor: str, reason: str | None = None) -> None:
+    async def rollback(self, *, alias: str, actor: str, reason: str | None = None) -> SwapResult | None:
         """Serve the version ``alias`` pointed at before; the rolled-back one is rejected."""
         if self.registry is None:
             raise RegistryError("this service keeps no model registry")
         if self.swap is not None and alias == DEFAULT_ALIAS:
-            await self.swap.rollback(actor=actor, reason=reason)
-            return
+            return await self.swap.rollback(actor=actor, reason=reason)
         detail = {"reason": reason} if reason else {}
         await asyncio.to_thread(self.registry.rollback, alias, actor=actor, detail=detail)
+        return None

@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight Qwen2.5-VL checkpoint, built once per test session."""
     pytest.importorskip("transformers")
-    from agent.tiny_model import ensure_tiny_model
+    from agent.devkit.tiny_model import ensure_tiny_model
 
     return ensure_tiny_model(tmp_path_factory.mktemp("models"))
 

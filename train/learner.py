@@ -73,19 +73,19 @@ def out_of_time(started: float, max_seconds: float | None) -> bool:
     return bool(_global_max([int(spent)])[0])
 
 
-def mini_batches(items: Sequence[Item], count: int, filler: Item | None = None) -> list[list[Item]]:
+def mini_batches(items: Sequence[Item], count: int, padding: Item | None = None) -> list[list[Item]]:
     """``count`` mini-batches of this rank's items, each padded to the longest that any rank has.
 
     Every rank must run the same number of optimiser steps and micro-batches, or the gradient
     collectives of one rank wait forever for another's; ranks draw different numbers of samples
     (rollouts end early, dynamic sampling drops groups). Padding repeats a real sample with weight
-    0. A mini-batch that is empty on every rank is left out everywhere. ``filler`` pads a rank that
+    0. A mini-batch that is empty on every rank is left out everywhere. ``padding`` pads a rank that
     has no items of its own (all its groups dropped).
     """
     per = max(1, math.ceil(len(items) / count)) if items else 0
     chunks = [list(items[i * per : (i + 1) * per]) for i in range(count)]
     sizes = _global_max([len(c) for c in chunks])
-    pad = items[0] if items else filler
+    pad = items[0] if items else padding
     batches = []
     for chunk, size in zip(chunks, sizes, strict=True):
         if not size:

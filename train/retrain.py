@@ -192,7 +192,7 @@ def retrain(
 
                     jobs.update(job.id, detail={"stage": "judge"})
                     jobs.update(job.id, detail={"judge": judge_episodes(store, config.judge)})
-                return _work(config, job, abandoned, jobs, registry, progress=progress)
+                return _run_job(config, job, abandoned, jobs, registry, progress=progress)
         except BaseException as exc:
             reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
             log.exception("retraining job %s failed", job.id)
@@ -204,7 +204,7 @@ def retrain(
         store.engine.dispose()
 
 
-def _work(
+def _run_job(
     config: RetrainConfig,
     job: Job,
     abandoned: Job | None,

@@ -271,12 +271,12 @@ def _one_step(
     groups, dropped, drawn, spreads = _draw(config, roller, stream)
     t1 = time.perf_counter()
     items = _items(config, run, groups)
-    filler = _items(config, run, dropped[-1:])[:1] if not items else []
+    padding_items = _items(config, run, dropped[-1:])[:1] if not items else []
     phase("old/ref log-probs")
-    old_s = _old_and_reference(config, run, [*items, *filler], reference)
+    old_s = _old_and_reference(config, run, [*items, *padding_items], reference)
     t2 = time.perf_counter()
     random.Random(f"{config.seed}:{run.step}:shuffle").shuffle(items)
-    batches = mini_batches(items, config.mini_batches, filler[0] if filler else None)
+    batches = mini_batches(items, config.mini_batches, padding_items[0] if padding_items else None)
     phase("update")
     updates = [run.learner.ppo_update(batch, config.loss, entropy=config.log_entropy) for batch in batches]
     t3 = time.perf_counter()

@@ -242,17 +242,17 @@ class SemiOnlineRollout:
         if mode == "off_policy_thought":
             return expert_response(step, image.geometry.resized, step.thought or "")
         action = step_action(step, image.geometry.resized)
-        shadow = self._thought_prompt(rollout.trajectory.goal, turns, action)
-        written = self.engine.generate(shadow, 1, sampling)[0].text
+        thought_turns = self._thought_prompt(rollout.trajectory.goal, turns, action)
+        written = self.engine.generate(thought_turns, 1, sampling)[0].text
         return format_response(action, (first_tag(written, "think") or "").strip())
 
     @staticmethod
     def _thought_prompt(goal: str, turns: list[Turn], action: Action) -> list[Turn]:
         """The rollout's own dialogue under the thought-writing system prompt, with the hint added."""
-        shadow = [Turn("system", (TextPart(THOUGHT_PROMPT.format(goal=goal)),))]
+        thought_turns = [Turn("system", (TextPart(THOUGHT_PROMPT.format(goal=goal)),))]
         for turn in turns[1:-1]:
-            shadow.append(turn)
+            thought_turns.append(turn)
         last = turns[-1]
         hint = TextPart(f"## Next Action Hint: {action.to_json()}\nOutput Format: <think> ... </think>")
-        shadow.append(Turn("user", (*(p for p in last.parts if isinstance(p, ImagePart)), hint)))
-        return shadow
+        thought_turns.append(Turn("user", (*(p for p in last.parts if isinstance(p, ImagePart)), hint)))
+        return thought_turns

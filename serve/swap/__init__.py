@@ -22,7 +22,7 @@ promotion watcher for candidates the retraining job registered (after the evalua
 
 from serve.swap.base import (
     HOLD_LOCK,
-    LOADED,
+    LOADED_ALIAS_PREFIX,
     SWAP_LOCK,
     CanaryFailed,
     SwapController,
@@ -36,7 +36,7 @@ from serve.swap.vllm import HotSwapController
 
 __all__ = [
     "HOLD_LOCK",
-    "LOADED",
+    "LOADED_ALIAS_PREFIX",
     "SWAP_LOCK",
     "CanaryFailed",
     "HotSwapController",

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 HOLD_LOCK = "swap-hold"  # while held, no replica starts a new episode
 SWAP_LOCK = "swap"  # one swap at a time across replicas
-LOADED = "loaded:"  # alias prefix: the full version an engine holds, by served name
+LOADED_ALIAS_PREFIX = "loaded:"  # alias prefix: the full version an engine holds, by served name
 
 
 class SwapSettings(BaseModel):

@@ -23,7 +23,14 @@ from agent.vllm_policy import VllmPolicy, VllmSettings
 if TYPE_CHECKING:
     pass
 
-from serve.swap.base import HOLD_LOCK, LOADED, CanaryFailed, SwapController, SwapError, SwapSettings
+from serve.swap.base import (
+    HOLD_LOCK,
+    LOADED_ALIAS_PREFIX,
+    CanaryFailed,
+    SwapController,
+    SwapError,
+    SwapSettings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +78,7 @@ class HotSwapController(SwapController):
 
     def _is_loaded(self, version: ModelVersion) -> bool:
         """A full version is in the primary engine already (it is what the engine holds)."""
-        held = self.registry.aliases().get(LOADED + version.served_name)
+        held = self.registry.aliases().get(LOADED_ALIAS_PREFIX + version.served_name)
         if held is not None:
             return held == version.name
         return version.kind == Kind.BASE  # an engine started on a base model holds it from the start
@@ -124,7 +131,7 @@ class HotSwapController(SwapController):
             previous_weights = self._weights_in_engine(version.served_name, current)
             await asyncio.to_thread(admin.reload_weights, version.base)
             await asyncio.to_thread(
-                self.registry.set_alias, LOADED + version.served_name, version.name, actor="swap"
+                self.registry.set_alias, LOADED_ALIAS_PREFIX + version.served_name, version.name, actor="swap"
             )
             canary = await self._canary(version, self.policy.base_url)
         except (CanaryFailed, VllmAdminError) as exc:
@@ -133,7 +140,7 @@ class HotSwapController(SwapController):
                     await asyncio.to_thread(admin.reload_weights, previous_weights[1])
                     await asyncio.to_thread(
                         self.registry.set_alias,
-                        LOADED + version.served_name,
+                        LOADED_ALIAS_PREFIX + version.served_name,
                         previous_weights[0],
                         actor="swap",
                     )
@@ -156,7 +163,7 @@ class HotSwapController(SwapController):
 
     def _weights_in_engine(self, served_name: str, current: ModelVersion | None) -> tuple[str, str] | None:
         """(version, checkpoint path) the engine holds now, to restore if the canary fails."""
-        held = self.registry.aliases().get(LOADED + served_name)
+        held = self.registry.aliases().get(LOADED_ALIAS_PREFIX + served_name)
         version = self.registry.get(held) if held else current
         if version is None or version.kind == Kind.ADAPTER or not version.base:
             return None

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 
 from agent.actions import Click
+from agent.devkit.expert_policy import ExpertPolicy
 from agent.episode import EpisodeRunner, EpisodeSettings, Review, Verdict
-from agent.expert_policy import ExpertPolicy
 from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import Turn
 from agent.store import TrajectoryStore

@@ -8,9 +8,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agent.checkpoint import load_model, load_processor, vision_token_ids  # noqa: E402
+from agent.devkit.tiny_model import (  # noqa: E402
+    MODEL_SIZES,
+    SPECIAL_TOKENS,
+    TinyModelSpec,
+    build_tiny_model,
+    ensure_tiny_model,
+)
 from agent.geometry import ResizeSettings  # noqa: E402
 from agent.prompt import PromptSettings, Screenshot, build_conversation, to_chat_template_input  # noqa: E402
-from agent.tiny_model import MODEL_SIZES, SPECIAL_TOKENS, TinyModelSpec, build_tiny_model, ensure_tiny_model  # noqa: E402
 
 SMALL = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
 

@@ -212,3 +212,14 @@ def test_nightly_estimate() -> None:
     lean = json.loads(_run("nightly.py", "--json", "--lora", "--max-pixels", "1003520", timeout=120))
     assert lean["estimates"][0]["prompt"]["image_tokens_per_screenshot"] < 3354 / 2
     assert lean["estimates"][0]["rl"]["total_h"] < h100["total_h"] / 2
+
+
+def test_faults() -> None:
+    found = _json_tail(_run("faults.py", "--policy-timeout", "2", "--json", timeout=300))
+    assert found["hung_task"]["status"] == "error"
+    assert "deadline" in found["hung_task"]["error"]
+    assert found["readyz"]["status"] == 503
+    assert found["big_predict"]["status"] == 413  # over the request's pixel budget
+    assert found["budget_predict"]["status"] == 502  # decoded, sent on, the policy never answers
+    assert found["big_body_no_key"]["status"] == "401"
+    assert "cpus" in found["machine"]

@@ -256,6 +256,59 @@ def test_swaps_under_load_canaries_and_rollbacks_on_the_real_vllm_server(  # typ
     assert greedy(vllm["base_url"], SERVED, "Turn off Wi-Fi") == before
 
 
+def test_the_command_line_promotes_and_rolls_back_through_the_version_router(  # type: ignore[no-untyped-def]
+    vllm, sft_checkpoint, adapters, tmp_path
+) -> None:
+    """``uis1 models promote|rollback`` against the running engine: the hot swap (adapter load,
+    canary, alias flip) and its result, as the service's routes do it."""
+    import json
+    import subprocess
+    import sys
+
+    from agent.checkpoint import load_processor, vision_token_ids
+    from tests.training import clean_env
+
+    suppress = list(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
+    env = {
+        **clean_env(),
+        "UIS1_STORE__URL": f"sqlite:///{tmp_path / 'cli.db'}",
+        "UIS1_STORE__SCREENSHOT_DIR": str(tmp_path / "shots"),
+        "UIS1_POLICY__BASE_URL": vllm["base_url"],
+        "UIS1_POLICY__MODEL": SERVED,
+        "UIS1_POLICY__SUPPRESS_TOKEN_IDS": json.dumps(suppress),
+        "UIS1_POLICY__TIMEOUT_S": "120",
+        "UIS1_RESIZE__MAX_PIXELS": str(RESIZE["max_pixels"]),
+        "UIS1_SWAP__CANARY_GOAL": "Turn on Wi-Fi",
+        "UIS1_SWAP__CANARY_MAX_TOKENS": "96",
+    }
+
+    def cli(*args: str) -> str:
+        command = [str(Path(sys.executable).parent / "uis1"), "models", *args]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    cli("register", "cli-sft", "--base", str(sft_checkpoint), "--served-name", SERVED, "--kind", "base")
+    cli(
+        "register",
+        "cli-lora",
+        "--base",
+        str(sft_checkpoint),
+        "--adapter",
+        str(adapters["good"]),
+        "--parent",
+        "cli-sft",
+    )
+    assert cli("promote", "cli-sft").startswith("cli-sft now serves (was None; alias")
+    assert cli("promote", "cli-lora").startswith("cli-lora now serves (was cli-sft; adapter")
+    served = httpx.get(f"{vllm['base_url']}/v1/models").json()["data"]
+    assert "cli-lora" in {m["id"] for m in served}  # loaded into the engine, not just recorded
+    assert cli("rollback", "--reason", "test").startswith("cli-sft now serves (was cli-lora")
+    listed = {v["name"]: v for v in json.loads(cli("list", "--json"))}
+    assert listed["cli-lora"]["state"] == "rejected"
+    assert "default" in listed["cli-sft"]["aliases"]
+
+
 def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # type: ignore[no-untyped-def]
     make_service, fleet, vllm, sft_checkpoint, tmp_path
 ) -> None:

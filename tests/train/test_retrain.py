@@ -35,8 +35,8 @@ RECORDED = [
 
 def record(store: Any, fleet: Any, sim: Any, tasks: list[tuple[str, int]]) -> list[str]:
     """Run each task's expert on the simulated phone through the episode loop; label it by its check."""
+    from agent.devkit.expert_policy import ExpertPolicy
     from agent.episode import EpisodeRunner, EpisodeSettings
-    from agent.expert_policy import ExpertPolicy
     from devices.adb import AdbDriver, DriverSettings
     from devices.sim.tasks import TASKS, Outcome
 

@@ -1,0 +1,88 @@
+"""The scripted person of the loop demo: a stand-in who knows how each simulated task is done (its
+solver) and corrects the model through the API, with the calls the viewer's buttons make."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+
+def agrees(proposed: dict[str, Any] | None, expert: Any) -> bool:
+    """Whether the model's proposed action is the one the person would take: the same kind of action,
+    on the same element (inside the expert target's bounds), with the same text, app or key."""
+    if proposed is None or proposed.get("action") != expert.action:
+        return False
+    if expert.bbox is not None and "coordinate" in proposed:
+        x, y = proposed["coordinate"]
+        left, top, right, bottom = expert.bbox
+        return bool(left <= x <= right and top <= y <= bottom)
+    wanted = {k: v for k, v in expert.to_dict().items() if k != "coordinate"}
+    return all(proposed.get(k) == v for k, v in wanted.items())
+
+
+def brief(action: dict[str, Any] | None) -> str:
+    if action is None:
+        return "an answer that does not parse"
+    detail = {k: v for k, v in action.items() if k != "action"}
+    return f"{action['action']} {json.dumps(detail, separators=(',', ':'))}" if detail else action["action"]
+
+
+def finished(client: Any, task_id: str, timeout: float = 300) -> Any:
+    """The task once it has ended (None when it did not within ``timeout``)."""
+
+    def ended() -> Any:
+        task = client.task(task_id)
+        return task if task.status.finished else None
+
+    return poll(ended, timeout)
+
+
+def held_at(client: Any, task_id: str, index: int, timeout: float = 120) -> Any:
+    """The task once step ``index`` is held for the person, or once it has ended."""
+
+    def ready() -> Any:
+        task = client.task(task_id)
+        return task if task.status.finished or (task.held is not None and task.held.index == index) else None
+
+    return poll(ready, timeout)
+
+
+def poll(until: Any, timeout: float, every: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (value := until()) is not None:
+            return value
+        time.sleep(every)
+    return None
+
+
+def correct(client: Any, task: Any, device: Any, say: Any) -> tuple[str, int]:
+    """One failed task run again, held before every action: the model's action goes on while it is
+    the one the person would take; from the first wrong one the person supplies each action (a
+    takeover, as the viewer's buttons do). Returns the task's id and how many steps it corrected."""
+    from devices.sim.tasks import ExpertAction
+
+    task.initialize(device.phone)
+    created = client.create_task(task.goal, device={"serial": device.serial}, paused=True)
+    solver = task.solve(device.phone)
+    taking_over = False
+    corrected = 0
+    say(f"  {task.goal}")
+    while True:
+        index = len(client.trajectory(created.id).steps)
+        held = held_at(client, created.id, index)
+        if held is None or held.status.finished:
+            return created.id, corrected
+        expert = next(solver, ExpertAction("terminate", status="success"))
+        proposed = held.held.proposed_action if held.held else None
+        if not taking_over and agrees(proposed, expert):
+            client.resume(created.id, hold=True)
+            say(f"    step {index + 1}: the model's {brief(proposed)}: right, it goes on")
+            continue
+        taking_over = True
+        corrected += 1
+        client.take_over(created.id, expert.to_dict(), hold=expert.action not in ("terminate", "answer"))
+        say(
+            f"    step {index + 1}: the model wanted {brief(proposed)}; the person does {brief(expert.to_dict())}"
+        )
