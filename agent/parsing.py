@@ -67,6 +67,9 @@ def parse_response(text: str) -> ParsedResponse:
     return ParsedResponse(think=think, action_text=action_text, action=action)
 
 
+ACTION_END = "</action>"  # an answer is complete here: generation may stop at it
+
+
 def first_tag(text: str, tag: str) -> str | None:
     """The stripped body of the first ``<tag>...</tag>``, as the regex ``<tag>(.*?)</tag>`` (DOTALL)
     finds it, but in linear time: if the first opening tag has no closing tag after it, no later

@@ -14,12 +14,15 @@ rollback moves traffic without touching the client.
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
+from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 from tenacity import (
     AsyncRetrying,
@@ -29,6 +32,8 @@ from tenacity import (
     stop_after_delay,
 )
 
+from agent.geometry import ResizeSettings, ScreenGeometry, Size
+from agent.parsing import ACTION_END
 from agent.policy import PolicyMalformed, PolicyRejected, PolicyResult, PolicyUnavailable, SamplingSettings
 from agent.prompt import PromptSettings, Turn, to_openai_messages
 from agent.retries import Retryable, check, wait_retry_after
@@ -91,6 +96,9 @@ class VllmPolicy:
             "top_p": sampling.top_p,
             "max_tokens": sampling.max_tokens,
             "n": 1,
+            # An answer is complete once its action is: nothing after it is read (vLLM's options).
+            "stop": [ACTION_END],
+            "include_stop_str_in_output": True,
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
@@ -192,6 +200,46 @@ class VllmPolicy:
             return False
         return response.status_code == 200
 
+    async def image_sizing_mismatch(self, resize: ResizeSettings, timeout_s: float = 30.0) -> str | None:
+        """Why the server's image processor would not resize screenshots as ``resize`` does, or
+        None when it does: then a captured PNG can go to it as is (``image_transport=original``)
+        and the model sees exactly the image the action's coordinates refer to. A server that
+        cannot be asked raises ``PolicyUnavailable``.
+
+        Two one-token requests, a 1080x2400 screen (held by ``max_pixels``) and a 28x28 one
+        (raised by ``min_pixels``): the difference of their prompt tokens must be the difference
+        of the image tokens ``resize`` gives them (a template's own tokens cancel out).
+        """
+        probes = (Size(1080, 2400), Size(28, 28))
+        counts = []
+        for size in probes:
+            buf = io.BytesIO()
+            Image.new("RGB", (size.width, size.height), "white").save(buf, format="PNG")
+            url = f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
+            content = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "?"}]
+            body = {
+                "model": self.settings.model,
+                "messages": [{"role": "user", "content": content}],
+                "max_tokens": 1,
+                "temperature": 0.0,
+            }
+            try:
+                response = await self._client.post("/v1/chat/completions", json=body, timeout=timeout_s)
+                response.raise_for_status()
+                counts.append(int(response.json()["usage"]["prompt_tokens"]))
+            except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
+                raise PolicyUnavailable(
+                    f"could not check the image processing of {self.settings.base_url} ({type(exc).__name__}: {exc})"
+                ) from None
+        expected = [_image_tokens(size, resize) for size in probes]
+        if counts[0] - counts[1] == expected[0] - expected[1]:
+            return None
+        return (
+            f"the policy server turns a 1080x2400 screen into {counts[0] - counts[1] + expected[1]} image "
+            f"tokens where the service's resize settings give {expected[0]}: its processor's min/max "
+            "pixels differ from UIS1_RESIZE__*"
+        )
+
     async def served_models(self) -> list[str]:
         response = await self._client.get("/v1/models")
         response.raise_for_status()
@@ -216,3 +264,9 @@ def _error_message(response: httpx.Response) -> str:
     if isinstance(error, dict):
         return str(error.get("message", error))[:300]
     return str(data.get("message", data) if isinstance(data, dict) else data)[:300]
+
+
+def _image_tokens(size: Size, resize: ResizeSettings) -> int:
+    """The image tokens a screen of ``size`` becomes under ``resize`` (a token per factor x factor cell)."""
+    resized = ScreenGeometry.for_screen(size, resize).resized
+    return (resized.width // resize.factor) * (resized.height // resize.factor)

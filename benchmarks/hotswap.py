@@ -208,6 +208,7 @@ async def measure(
                 "failed_during": sum(1 for d in during if not d[3]),
                 "retried_attempts": sum(1 for t in retries.times if start <= t <= end + args.settle_s),
                 "new_version_serving_after_s": round(min(served) - start, 3) if served else None,
+                "phases": {k: round(v, 3) for k, v in result.phases.items()},
             }
         )
     load.stop = True
@@ -259,6 +260,9 @@ def main() -> int:
             f"{r['swap']:<26} {r['path']:<9} {r['swap_s']:>7.2f} {r['requests_during']:>9} "
             f"{r['failed_during']:>7} {r['retried_attempts']:>8} {after:>19}"
         )
+    print("where a swap's seconds went:")
+    for r in results[:-1]:
+        print(f"  {r['swap']:<26} " + ", ".join(f"{k} {v:.2f} s" for k, v in r["phases"].items()))
     print(f"whole run: {results[-1]['requests']} requests, {results[-1]['failed']} failed")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")

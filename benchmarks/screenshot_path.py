@@ -5,16 +5,19 @@
 One simulated phone behind a private adb server (the adbutils wheel's binary), the same phone for
 every path, the paths interleaved frame by frame:
 
-- `driver png`: AdbDriver.screenshot() with capture=png (`screencap -p`, decoded once in a thread,
-  black-frame check), what the service uses by default;
+- `driver png`: AdbDriver.screenshot() with capture=png (`screencap -p`; its size read from the
+  PNG's header; decoded for the black-frame check only when it is small enough to be black, which
+  a flat app screen is and a photo is not), what the service uses by default;
 - `driver raw`: capture=raw (`screencap` RGBA frame, PNG encoded on this side for the store);
 - `adbutils screenshot()`: adbutils' own call (`screencap -p` over its shell, decoded to a PIL image,
   no black-frame check);
 - `transfer only (png)` / `(raw)`: the shell output read as bytes, nothing decoded: the wire cost.
 
-Two screens: `static` repeats one frame (the simulated phone draws it once, so the figures are the
+Three screens: `static` repeats one frame (the simulated phone draws it once, so the figures are the
 transfer and this side's work), `changing` alternates two screens (the phone encodes each frame
-anew, as a real phone does every time; a real phone's PNG encoder is slower than this machine's).
+anew, as a real phone does every time; a real phone's PNG encoder is slower than this machine's),
+and `photo`: the home screen over a photo-like wallpaper, a 2 MB PNG as real phones send (drawn
+once, so the figures are the read path's).
 """
 
 from __future__ import annotations
@@ -99,7 +102,10 @@ def run(fleet: SimFleet, device: Any, frames: int) -> list[dict[str, Any]]:
     }
     phone = device.phone
     results: list[dict[str, Any]] = []
-    for screen in ("static", "changing"):
+    for screen in ("static", "changing", "photo"):
+        if screen == "photo":
+            phone.wallpaper = True
+            phone.home()
         samples: dict[str, list[float]] = {name: [] for name in paths}
         sizes: dict[str, int] = {}
         for frame in range(frames + 2):  # the first two are warm-up

@@ -13,7 +13,6 @@ uiautomator2's clipboard input when uiautomator2 is installed, else it is refuse
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import re
 import struct
@@ -23,8 +22,8 @@ from typing import Any, Literal, TypeVar
 
 import adbutils
 from adbutils.errors import AdbConnectionError, AdbError, AdbTimeout
-from PIL import Image
 
+from devices import frames
 from devices.apps import AppResolver
 from devices.base import (
     BUTTON_KEYCODES,
@@ -54,7 +53,6 @@ class ShellOutput:
     status: int | None  # None when the device could not report it
 
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ADB_KEYBOARD = "com.android.adbkeyboard/.AdbIME"
 _GONE_MARKERS = ("not found", "offline", "unauthorized", "closed", "no devices", "device still authorizing")
 
@@ -179,14 +177,19 @@ class AdbDriver:
         command = quote(*args)
         result = await self._call(lambda: self._run(command, t), t)
         warnings = result.stderr.decode("utf-8", "replace").strip()
-        decode = self._decode_raw if raw else self._decode_png
-
-        def frame() -> tuple[Image.Image, bytes, str, bool]:
-            image, data, notes = decode(result.stdout, warnings)
-            return image, data, notes, image.getbbox() is None  # every pixel zero: all black
-
-        # Decoding and the black check are CPU work: off the event loop, which serves other phones.
-        image, data, warnings, black = await asyncio.to_thread(frame)
+        if raw:
+            # Decoding the frame and the black check are CPU work: off the event loop.
+            image, data, warnings = await asyncio.to_thread(
+                frames.decode_raw, self._serial, result.stdout, warnings
+            )
+            width, height = image.size
+            black = await asyncio.to_thread(lambda: image.getbbox() is None)
+        else:
+            data, warnings, (width, height) = frames.check_png(self._serial, result.stdout, warnings)
+            image = None
+            black = False
+            if frames.maybe_black(data, width, height):  # only then is the frame decoded (off the event loop)
+                image, black = await asyncio.to_thread(frames.decode_and_check, self._serial, data)
         if "Multiple displays" in warnings and self.settings.display_id is None:
             log.warning("%s: several displays; capturing the default one (set display_id)", self._serial)
         note = ""
@@ -195,48 +198,7 @@ class AdbDriver:
             if self.settings.raise_on_black_frame:
                 raise BlackFrame(self._serial, f"all-black screenshot: {note}")
             log.warning("%s: all-black screenshot (%s)", self._serial, note)
-        return ScreenCapture(
-            png=data, width=image.width, height=image.height, black=black, note=note, image=image
-        )
-
-    def _decode_png(self, data: bytes, warnings: str) -> tuple[Image.Image, bytes, str]:
-        start = data.find(PNG_MAGIC)
-        if start < 0:
-            raise DeviceError(
-                self._serial, f"screencap returned no PNG ({len(data)} bytes; {warnings or 'no message'})"
-            )
-        if start > 0:  # a warning printed into stdout before the image (old devices, no shell v2)
-            warnings = (warnings + " " + data[:start].decode("utf-8", "replace")).strip()
-            data = data[start:]
-        try:
-            image = Image.open(io.BytesIO(data))
-            image.load()
-        except Exception as exc:
-            raise DeviceError(self._serial, f"screencap returned a broken PNG: {exc}") from exc
-        return (image if image.mode == "RGB" else image.convert("RGB")), data, warnings
-
-    def _decode_raw(self, data: bytes, warnings: str) -> tuple[Image.Image, bytes, str]:
-        """A raw frame: width, height, format (and, from Android 9, colour space) as little-endian
-        uint32, then RGBA_8888 pixels; any text before it is a warning."""
-        for offset in range(min(len(data), 4096)):  # skip a warning line printed into stdout
-            if len(data) - offset < 12:
-                break
-            width, height, fmt = struct.unpack_from("<3I", data, offset)
-            pixels = width * height * 4
-            header = len(data) - offset - pixels
-            if fmt == 1 and 0 < width <= 10000 and 0 < height <= 10000 and header in (12, 16):
-                if offset:
-                    warnings = (warnings + " " + data[:offset].decode("utf-8", "replace")).strip()
-                body = data[offset + header :]
-                image = Image.frombuffer("RGBA", (width, height), body, "raw", "RGBA", 0, 1).convert("RGB")
-                out = io.BytesIO()
-                image.save(out, format="PNG", compress_level=1)
-                return image, out.getvalue(), warnings
-        raise DeviceError(
-            self._serial,
-            f"screencap returned no RGBA_8888 frame ({len(data)} bytes; {warnings or 'no message'}); "
-            "use capture='png' for this device",
-        )
+        return ScreenCapture(png=data, width=width, height=height, black=black, note=note, image=image)
 
     async def is_screen_on(self) -> bool:
         out = await self.shell(quote("dumpsys", "power"))

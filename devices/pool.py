@@ -19,102 +19,36 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import adbutils
 from adbutils.errors import AdbError
 
-from devices.adb import AdbDriver, DriverSettings
-from devices.adb_server import default_server, server_answers
+from devices.adb import AdbDriver
+from devices.adb_server import server_answers
 from devices.base import DeviceError, DeviceGone
+from devices.pool_model import (
+    DeviceState,
+    Lease,
+    LeaseError,
+    NoDeviceAvailable,
+    PooledDevice,
+    PoolEvent,
+    PoolSettings,
+)
+
+__all__ = [
+    "DevicePool",
+    "DeviceState",
+    "Lease",
+    "LeaseError",
+    "NoDeviceAvailable",
+    "PoolEvent",
+    "PoolSettings",
+    "PooledDevice",
+]
 
 log = logging.getLogger(__name__)
-
-
-class DeviceState(StrEnum):
-    DEVICE = "device"
-    OFFLINE = "offline"
-    UNAUTHORIZED = "unauthorized"
-    AUTHORIZING = "authorizing"
-    CONNECTING = "connecting"
-    RECOVERY = "recovery"
-    BOOTLOADER = "bootloader"
-    NO_PERMISSIONS = "no permissions"
-    GONE = "gone"
-    UNKNOWN = "unknown"
-
-    @classmethod
-    def parse(cls, text: str) -> DeviceState:
-        try:
-            return cls(text.strip())
-        except ValueError:
-            return cls.UNKNOWN
-
-
-class NoDeviceAvailable(LookupError):
-    pass
-
-
-class LeaseError(LookupError):
-    pass
-
-
-@dataclass
-class PooledDevice:
-    serial: str
-    server: str  # host:port of the adb server that has it
-    state: DeviceState = DeviceState.UNKNOWN
-    server_state: DeviceState = DeviceState.UNKNOWN  # what the adb server says, before health checks
-    model: str = ""
-    labels: dict[str, str] = field(default_factory=dict)
-    last_seen: float = 0.0
-    failures: int = 0
-    lease: Lease | None = None
-    next_reconnect: float = 0.0
-    reconnect_attempts: int = 0
-
-    @property
-    def is_network(self) -> bool:
-        host, _, port = self.serial.rpartition(":")
-        return bool(host) and port.isdigit()
-
-    @property
-    def available(self) -> bool:
-        return self.state is DeviceState.DEVICE and self.lease is None
-
-
-@dataclass
-class Lease:
-    id: str
-    serial: str
-    holder: str
-    expires_at: float
-
-    def expired(self, now: float | None = None) -> bool:
-        return (now if now is not None else time.monotonic()) >= self.expires_at
-
-
-@dataclass(frozen=True)
-class PoolEvent:
-    kind: str  # state, leased, released, expired, connected, disconnected, reconnect_failed
-    serial: str
-    state: DeviceState | None = None
-    detail: str = ""
-
-
-@dataclass
-class PoolSettings:
-    servers: list[str] = field(default_factory=lambda: [default_server()])  # adb's own by default
-    health_interval_s: float = 10.0
-    health_timeout_s: float = 5.0
-    lease_ttl_s: float = 900.0
-    reconnect: bool = True
-    reconnect_backoff_s: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
-    # Labels an operator gives devices by serial (``{"serial": {"room": "lab-2"}}``).
-    labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    driver: DriverSettings = field(default_factory=DriverSettings)
 
 
 def _split_server(address: str) -> tuple[str, int]:

@@ -74,10 +74,11 @@ class ServeSettings(AgentSettings):
         description="png: `screencap -p` (the phone compresses); raw: uncompressed frames, for fast links "
         "and slow phones (see benchmarks/screenshot_path.py)",
     )
-    image_transport: Literal["resized", "original"] = Field(
-        "resized",
-        description="resized: the service resizes screenshots; original: the policy server does "
-        "(its processor's min/max pixels must equal UIS1_RESIZE__*)",
+    image_transport: Literal["auto", "resized", "original"] = Field(
+        "auto",
+        description="auto: original once the policy server is checked at start to resize as "
+        "UIS1_RESIZE__* does, else resized; resized: the service resizes screenshots; original: "
+        "the captured PNG goes as is (the server's min/max pixels must equal UIS1_RESIZE__*)",
     )
     api_keys_file: Path | None = Field(
         None,
@@ -90,4 +91,5 @@ class ServeSettings(AgentSettings):
 
     def prompt_settings(self) -> PromptSettings:
         """How prompts are built: the resize limits and how screenshots travel to the policy."""
-        return PromptSettings(resize=self.resize, image_transport=self.image_transport)
+        transport = "resized" if self.image_transport == "auto" else self.image_transport
+        return PromptSettings(resize=self.resize, image_transport=transport)

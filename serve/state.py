@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from agent.checkpoint import checkpoint_system_prompt
 from agent.jobs import Job, JobStore
-from agent.policy import Policy
+from agent.policy import Policy, PolicyUnavailable
 from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry
 from agent.store import TrajectoryStore
@@ -30,6 +30,7 @@ from serve.runner import RunnerSettings, TaskRunner
 from serve.scheduler import Scheduler
 from serve.settings import ServeSettings
 from serve.swap import HotSwapController, LocalSwapController, SwapController
+from serve.versions import VersionRouter
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,10 @@ class ServiceState:
             background.append(asyncio.create_task(swap.watch(), name="promotion-watcher"))
         if settings.scheduler.enabled:
             background.append(asyncio.create_task(scheduler.run(), name="retrain-scheduler"))
+        if policy is None and settings.image_transport == "auto" and settings.policy_backend == "vllm":
+            background.append(
+                asyncio.create_task(settle_image_transport(settings, runner.versions), name="image-check")
+            )
         return cls(
             settings=settings,
             store=store,
@@ -124,6 +129,35 @@ class ServiceState:
         await self.pool.stop()
         await self.policy.aclose()
         self.store.engine.dispose()
+
+
+async def settle_image_transport(
+    settings: ServeSettings, versions: VersionRouter, retry_s: float = 30.0
+) -> None:
+    """``auto``: tasks start with the service resizing screenshots; once the policy server's
+    processor is checked to resize as the service does, the captured PNG goes to it as is
+    (nothing decoded, resized or encoded here). A server not up yet is asked again later."""
+    from agent.vllm_policy import VllmPolicy
+
+    probe = VllmPolicy(settings.policy)
+    try:
+        while True:
+            try:
+                mismatch = await probe.image_sizing_mismatch(settings.resize)
+            except PolicyUnavailable as exc:
+                log.info("images are resized here for now: %s; asking again in %.0f s", exc, retry_s)
+                await asyncio.sleep(retry_s)
+                continue
+            if mismatch is not None:
+                versions.image_note = mismatch
+                log.warning("images are resized here: %s", mismatch)
+                return
+            versions.prompt = dataclasses.replace(versions.prompt, image_transport="original")
+            versions.image_note = "the policy server's processor resizes as the service does"
+            log.info("images go to the policy server as captured: %s", versions.image_note)
+            return
+    finally:
+        await probe.aclose()
 
 
 def make_policy(settings: ServeSettings, prompt: PromptSettings, registry: ModelRegistry) -> Policy:

@@ -39,6 +39,8 @@ class VersionRouter:
         self.prompt = prompt
         self.jobs = jobs
         self.swap: SwapController | None = None  # set by the app once its engine is known
+        # Why screenshots travel as they do (``prompt.image_transport``), once the service knows.
+        self.image_note: str | None = None
         self._hold = False
         self._hold_read_at = -1.0
 

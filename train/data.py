@@ -128,7 +128,7 @@ class SimSource(BaseModel):
 Source = Annotated[InterchangeSource | StoreSource | SimSource, Field(discriminator="kind")]
 
 
-def _sha(data: bytes) -> str:
+def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -201,7 +201,7 @@ def _from_episode(
                 step.check_options,
                 step.thought,
                 path=path,
-                sha256=step.screenshot.sha256 or _sha(data),
+                sha256=step.screenshot.sha256 or sha256_hex(data),
                 convention=convention,
             )
         elif stand_in is not None:
@@ -212,7 +212,7 @@ def _from_episode(
                 step.check_options,
                 step.thought,
                 png=blank,
-                sha256=_sha(blank),
+                sha256=sha256_hex(blank),
                 convention=convention,
             )
         else:
@@ -268,72 +268,6 @@ def load_store(src: StoreSource) -> list[ExpertTrajectory]:
     return out
 
 
-def load_sim(src: SimSource) -> list[ExpertTrajectory]:
-    """Run each task's expert on an in-process simulated phone, recording what it saw and did."""
-    from devices.sim.display import profile
-    from devices.sim.phone import SimPhone
-    from devices.sim.tasks import TASKS, Outcome
-    from devices.sim.tasks.base import execute
-
-    names = src.tasks or sorted(TASKS)
-    unknown = sorted(set(names) - set(TASKS))
-    if unknown:
-        raise DataError(f"unknown simulated tasks: {', '.join(unknown)}")
-    phone = SimPhone(
-        "sim-data", width=src.width, height=src.height, clock="09:41", display=profile(src.display)
-    )
-    out = []
-    for name in names:
-        for seed in src.seeds:
-            task = TASKS[name].create(seed)
-            task.initialize(phone)
-            outcome = Outcome()
-            steps = []
-            for action in task.solve(phone):
-                png = phone.screenshot_png()
-                label = ActionLabel.model_validate(
-                    {**action.to_dict(), **({"bbox": action.bbox} if action.bbox else {})}
-                )
-                size = Size(phone.width, phone.height)
-                thought = sim_thought(task.goal, action)
-                steps.append(
-                    ExpertStep(label, size, png=png, sha256=_sha(png), thought=thought, convention="finger")
-                )
-                execute(phone, action, outcome)
-            if not steps or steps[-1].expert.action != "terminate":  # solvers usually end with it themselves
-                png = phone.screenshot_png()
-                done = ActionLabel(action="terminate", status="success")
-                thought = f"The goal is: {task.goal}. It is done, so I finish."
-                steps.append(
-                    ExpertStep(
-                        done, Size(phone.width, phone.height), png=png, sha256=_sha(png), thought=thought
-                    )
-                )
-            if not task.is_successful(phone, outcome):
-                raise DataError(f"the expert of {name} (seed {seed}) did not complete its task")
-            out.append(
-                ExpertTrajectory(task.goal, tuple(steps), f"sim:{name}:{seed}", swipe_convention="finger")
-            )
-    return out
-
-
-def sim_thought(goal: str, action: Any) -> str:
-    """A short, templated reasoning for a simulated expert step (the data's stored thought)."""
-    what = {
-        "click": f"tap {action.target!r}" if action.target else "tap the next control",
-        "long_press": "press and hold the item",
-        "swipe": "scroll to see more",
-        "type": f"type {action.text!r}",
-        "system_button": f"press {action.button}",
-        "open": f"open the {action.text} app",
-        "wait": "wait for the screen to update",
-        "answer": f"answer {action.text!r}",
-        "key": f"press the {action.text} key",
-        "terminate": "finish, since it is done",
-    }.get(action.action, action.action)
-    return f"The goal is: {goal}. Next I {what}."
-
-
 @dataclass
 class LoadReport:
     """What loading found wrong with the data: trajectories left out, and steps to look at."""
@@ -379,6 +313,8 @@ def load(
 ) -> list[ExpertTrajectory]:
     """Every source's trajectories, each once, those with a label no policy could write left out."""
     report = report if report is not None else LoadReport()
+    from train.sim_data import load_sim  # it builds on this module's types
+
     loaders: dict[str, Any] = {"interchange": load_interchange, "store": load_store, "sim": load_sim}
     trajectories: list[ExpertTrajectory] = []
     for src in sources:
@@ -429,5 +365,5 @@ def manifest(
         },
         "checks": (report or LoadReport()).as_dict(),
     }
-    body["sha256"] = _sha(json.dumps([body["train"], body["val"]], sort_keys=True).encode())
+    body["sha256"] = sha256_hex(json.dumps([body["train"], body["val"]], sort_keys=True).encode())
     return body

@@ -47,6 +47,7 @@ class SimFleet:
         height: int = 2400,
         unicode_ime: bool = True,
         display: DisplayProfile = STANDARD,
+        wallpaper: bool = False,
     ) -> SimDevice:
         phone = SimPhone(
             name or f"sim-{len(self.devices) + 1}",
@@ -54,6 +55,7 @@ class SimFleet:
             height=height,
             unicode_ime=unicode_ime,
             display=display,
+            wallpaper=wallpaper,
         )
         adbd = self._start_adbd(phone)
         u2 = U2Server(phone)

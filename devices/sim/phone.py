@@ -88,8 +88,12 @@ class SimPhone:
         unicode_ime: bool = True,
         clock: str | None = None,
         display: DisplayProfile = STANDARD,
+        wallpaper: bool = False,
     ) -> None:
         self.serial = serial
+        # A photo behind the home screen: screenshots of it are 2-3 MB PNGs, as on real phones.
+        self.wallpaper = wallpaper
+        self._wallpaper_image: Image.Image | None = None
         # How the UI is laid out (devices.sim.display): its density is what `wm density` sets and
         # reports; a task's seed becomes the layout seed that orders lists under a shuffling profile.
         self.display = display
@@ -496,12 +500,20 @@ class SimPhone:
                 root, background = View("frame", (0, 0, self.width, self.height)), "#000000"
             else:
                 root, background = self.view(), self.theme.background
+            home = self.wallpaper and root.children and self.foreground is self.launcher
             # An unchanged screen is not drawn again (a phone's compositor does not redraw either).
-            key = (render.signature(root), self.width, self.height, background, self.ui_scale)
+            key = (render.signature(root), self.width, self.height, background, self.ui_scale, home)
             if self._last_frame is None or self._last_frame.key != key:
                 image = render.render(root, (self.width, self.height), background, self.ui_scale)
+                if home:
+                    image = render.with_wallpaper(image, background, self._wallpaper())
                 self._last_frame = _Frame(key, image)
             return self._last_frame
+
+    def _wallpaper(self) -> Image.Image:
+        if self._wallpaper_image is None or self._wallpaper_image.size != (self.width, self.height):
+            self._wallpaper_image = render.photo((self.width, self.height), seed=len(self.serial))
+        return self._wallpaper_image
 
     def screenshot_png(self) -> bytes:
         """What ``screencap -p`` writes."""

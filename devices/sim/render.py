@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import random
 from functools import cache
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageChops, ImageDraw, ImageFont
 
 from devices.sim.ui import View
 
@@ -179,3 +180,23 @@ def encode_png(image: Image.Image) -> bytes:
     # Fast zlib level: screenshots are taken every step, and level 1 is ~5x faster than 6.
     image.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
+
+
+def photo(size: tuple[int, int], seed: int = 0) -> Image.Image:
+    """A photo-like picture for the home screen's wallpaper: broad colour fields with finer
+    detail over them. Its PNG is 2-3 MB at 1080x2400, as a real phone's screenshot over a photo
+    is (flat app screens are ~100 KB), so that screenshot paths can be measured at real sizes."""
+    rng = random.Random(seed)
+    width, height = size
+    coarse = Image.frombytes("RGB", (3, 6), rng.randbytes(3 * 6 * 3))
+    cells = (max(1, width // 24), max(1, height // 24))
+    fine = Image.frombytes("RGB", cells, rng.randbytes(cells[0] * cells[1] * 3))
+    resize = Image.Resampling.BICUBIC
+    return Image.blend(coarse.resize(size, resize), fine.resize(size, resize), 0.3)
+
+
+def with_wallpaper(frame: Image.Image, background: str, wallpaper: Image.Image) -> Image.Image:
+    """The frame with ``wallpaper`` wherever it shows the plain background colour."""
+    plain = ImageChops.difference(frame, Image.new("RGB", frame.size, background)).convert("L")
+    mask = plain.point(lambda v: 255 if v == 0 else 0)
+    return Image.composite(wallpaper, frame, mask)

@@ -47,8 +47,11 @@ async def readyz(state: StateDep) -> JSONResponse:
     )
     checks = {"database": database, "policy": policy, "device": device_ready(state.pool)}
     ok = all(passed for name, passed in checks.items() if name in required)
+    versions = state.runner.versions  # images: "original" once the policy server is checked
+    images = {"transport": versions.prompt.image_transport, "why": versions.image_note}
     return JSONResponse(
-        {"ready": ok, "checks": checks, "required": sorted(required)}, status_code=200 if ok else 503
+        {"ready": ok, "checks": checks, "required": sorted(required), "images": images},
+        status_code=200 if ok else 503,
     )
 
 

@@ -7,9 +7,10 @@ retiring the old version once no running episode uses it. The engines' own steps
 from __future__ import annotations
 
 import asyncio
-import io
+import functools
 import logging
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent.geometry import Size
 from agent.jobs import JobStore, LockHeld
 from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import PromptSettings, Screenshot, build_conversation
@@ -86,6 +88,8 @@ class SwapResult:
     path: str  # adapter, in_place, blue_green, alias
     seconds: float
     canary: dict[str, Any] = field(default_factory=dict)
+    # Where the seconds went: load (the engine takes the weights), canary, record (the alias flip).
+    phases: dict[str, float] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         return {
@@ -94,22 +98,22 @@ class SwapResult:
             "path": self.path,
             "seconds": round(self.seconds, 3),
             "canary": self.canary,
+            "phases": {k: round(v, 3) for k, v in self.phases.items()},
         }
+
+
+@functools.cache
+def _canary_screen() -> Screenshot:
+    """The simulated phone's home screen, drawn once per process (drawing it costs ~0.1 s)."""
+    from devices.sim.phone import SimPhone
+
+    phone = SimPhone("canary", clock="09:41")
+    return Screenshot(phone.screenshot_png(), Size(phone.width, phone.height))
 
 
 def canary_turns(goal: str, prompt: PromptSettings) -> list[Any]:
     """A fixed, realistic request: the simulated phone's home screen and a simple goal."""
-    from devices.sim.phone import SimPhone
-
-    phone = SimPhone("canary", clock="09:41")
-    png = phone.screenshot_png()
-    from PIL import Image
-
-    with Image.open(io.BytesIO(png)) as image:
-        size = image.size
-    from agent.geometry import Size
-
-    return build_conversation(goal, [Screenshot(png, Size(*size))], [], prompt)
+    return build_conversation(goal, [_canary_screen()], [], prompt)
 
 
 class SwapController:
@@ -136,6 +140,9 @@ class SwapController:
         self.owner = owner or socket.gethostname()
         self.routes_changed = routes or (lambda: None)  # this replica's router rereads the registry
         self._cleanups: set[asyncio.Task[None]] = set()
+        # The canary's screen is drawn now, off the caller's thread, not in the first swap.
+        threading.Thread(target=_canary_screen, name="canary-screen", daemon=True).start()
+        self.phases: dict[str, float] = {}  # of the swap under way (see SwapResult.phases)
         self._hold_token: str | None = None  # an in-place swap's hold, released once the alias moved
 
     # -- entry points ------------------------------------------------------------------------------
@@ -209,17 +216,20 @@ class SwapController:
             raise SwapError(f"{name} was rejected; promote it with force to try again")
         current = await asyncio.to_thread(self.registry.promoted)
         start = time.perf_counter()
+        self.phases = {}
         try:
             path, canary = await self._serve(version, current)
             detail = {"path": path, "canary": canary} | ({"reason": reason} if reason else {})
+            flip = time.perf_counter()
             previous = await asyncio.to_thread(
                 self.registry.promote, name, actor=actor, force=force, detail=detail
             )
             self.routes_changed()
             self._promoted(version)
+            self.phases["record"] = time.perf_counter() - flip
         finally:
             await self._release_hold()
-        result = SwapResult(name, previous, path, time.perf_counter() - start, canary)
+        result = SwapResult(name, previous, path, time.perf_counter() - start, canary, self.phases)
         log.info("promoted %s (was %s) by %s in %.2fs", name, previous, path, result.seconds)
         if current is not None and current.name != name:
             self._retire_later(current, version)
@@ -235,8 +245,10 @@ class SwapController:
             raise SwapError(f"{current.name} has no previous version to roll back to")
         target = await asyncio.to_thread(self.registry.get, previous)
         start = time.perf_counter()
+        self.phases = {}
         try:
             path, canary = await self._serve(target, current, rollback=True)
+            flip = time.perf_counter()
             restored = await asyncio.to_thread(
                 self.registry.rollback,
                 actor=actor,
@@ -244,9 +256,10 @@ class SwapController:
             )
             self.routes_changed()
             self._promoted(target)
+            self.phases["record"] = time.perf_counter() - flip
         finally:
             await self._release_hold()
-        result = SwapResult(restored, current.name, path, time.perf_counter() - start, canary)
+        result = SwapResult(restored, current.name, path, time.perf_counter() - start, canary, self.phases)
         log.info("rolled back from %s to %s by %s in %.2fs", current.name, restored, path, result.seconds)
         self._retire_later(current, target)
         return result
@@ -317,6 +330,7 @@ class SwapController:
         except Exception as exc:
             raise CanaryFailed(f"the canary request to {version.name} failed: {exc}") from exc
         seconds = time.perf_counter() - start
+        self.phases["canary"] = seconds
         record = {
             "ok": result.parsed.action is not None,
             "seconds": round(seconds, 3),

@@ -66,10 +66,11 @@ def test_raw_capture_gives_the_same_pixels_as_png(sim, fleet) -> None:  # type: 
     assert run(raw.screenshot()).black
 
 
-def test_a_frame_that_is_not_rgba_is_refused_with_advice(sim, fleet) -> None:  # type: ignore[no-untyped-def]
-    raw = AdbDriver(fleet.client(), sim.serial, DriverSettings(capture="raw"))
+def test_a_frame_that_is_not_rgba_is_refused_with_advice() -> None:
+    from devices.frames import decode_raw
+
     with pytest.raises(DeviceError, match=r"no RGBA_8888 frame .*capture='png'"):
-        raw._decode_raw(b"\x10\x00\x00\x00\x10\x00\x00\x00\x04\x00\x00\x00" + bytes(16 * 16 * 2), "")
+        decode_raw("sim-1", b"\x10\x00\x00\x00\x10\x00\x00\x00\x04\x00\x00\x00" + bytes(16 * 16 * 2), "")
 
 
 def test_tap_opens_the_app_under_the_finger(driver, sim) -> None:  # type: ignore[no-untyped-def]
@@ -229,3 +230,39 @@ def test_a_wedged_phone_times_out_and_a_slow_one_is_waited_for(driver, sim) -> N
     with pytest.raises((DeviceTimeout, DeviceGone)):
         run(driver.tap(10, 10))
     sim.phone.faults.offline = False
+
+
+def test_a_large_frame_is_read_without_decoding_and_a_small_one_is_checked(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    sim.phone.wallpaper = True  # the home screen over a photo: a 2 MB PNG, as on a real phone
+    sim.phone.home()
+    try:
+        capture = run(driver.screenshot())
+        assert len(capture.png) > 1_500_000
+        assert (capture.width, capture.height) == Image.open(io.BytesIO(capture.png)).size == (1080, 2400)
+        assert capture.image is None  # nothing decoded: the PNG's header gave its size
+        assert not capture.black
+    finally:
+        sim.phone.wallpaper = False
+    small = run(driver.screenshot())
+    assert small.image is not None  # a flat screen is small enough to be checked for black
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA"])
+@pytest.mark.parametrize("level", [0, 1, 6, 9])
+def test_an_all_black_frame_is_always_decoded_and_checked(mode: str, level: int) -> None:
+    from devices.frames import maybe_black
+
+    buf = io.BytesIO()
+    Image.new(mode, (1080, 2400), "black").save(buf, format="PNG", compress_level=level)
+    assert maybe_black(buf.getvalue(), 1080, 2400)
+
+
+def test_a_png_cut_short_is_a_device_error_before_anything_is_decoded(driver, sim) -> None:  # type: ignore[no-untyped-def]
+    from devices.frames import check_png
+
+    whole = run(driver.screenshot()).png
+    with pytest.raises(DeviceError, match="no end"):
+        check_png(driver.serial, whole[: len(whole) // 2], "")
+    with pytest.raises(DeviceError, match="no header"):
+        check_png(driver.serial, whole[:20], "")
+    assert check_png(driver.serial, whole, "")[2] == (1080, 2400)

@@ -8,9 +8,11 @@ version, that the task ends with the reason, and that readiness and metrics see 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,3 +103,46 @@ def test_predict_goes_through_the_real_vllm_server(make_service, vllm) -> None: 
     resized = smart_resize(Size(540, 1200), ResizeSettings(max_pixels=64 * 28 * 28))
     assert result["resized"] == [resized.width, resized.height]
     assert result["model_version"] == vllm["model"]
+
+
+def test_images_go_as_captured_once_the_servers_processor_is_checked_to_resize_alike(  # type: ignore[no-untyped-def]
+    make_service, vllm
+) -> None:
+    from agent.policy import PolicyUnavailable
+    from agent.vllm_policy import VllmPolicy
+    from devices.ports import free_port
+
+    async def mismatch(base_url: str, resize: ResizeSettings) -> str | None:
+        probe = VllmPolicy(VllmSettings(base_url=base_url, model=vllm["model"]))
+        try:
+            return await probe.image_sizing_mismatch(resize, timeout_s=60)
+        finally:
+            await probe.aclose()
+
+    served = ResizeSettings(max_pixels=64 * 28 * 28)  # what the tiny model's processor config says
+    assert asyncio.run(mismatch(vllm["base_url"], served)) is None
+    different = asyncio.run(mismatch(vllm["base_url"], ResizeSettings()))  # the 7B's default limits
+    assert different is not None
+    assert "UIS1_RESIZE__" in different
+    assert asyncio.run(
+        mismatch(vllm["base_url"], ResizeSettings(max_pixels=64 * 28 * 28, min_pixels=16 * 28 * 28))
+    )
+    with pytest.raises(PolicyUnavailable):
+        asyncio.run(mismatch(f"http://127.0.0.1:{free_port()}", served))
+
+    # The service: resized until the check passes, then the captured PNG goes as is.
+    policy = VllmSettings(base_url=vllm["base_url"], model=vllm["model"])
+    service = make_service(own_policy=True, policy=policy, resize=served)
+    checked = images_once_checked(service)
+    assert checked["transport"] == "original"
+    mismatched = images_once_checked(make_service(own_policy=True, policy=policy, resize=ResizeSettings()))
+    assert mismatched["transport"] == "resized"
+    assert "UIS1_RESIZE__" in mismatched["why"]
+
+
+def images_once_checked(service: Any) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while (images := service.client().get("/readyz").json()["images"])["why"] is None:
+        assert time.monotonic() < deadline, "the image check never answered"
+        time.sleep(0.2)
+    return images  # type: ignore[no-any-return]
