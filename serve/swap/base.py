@@ -200,23 +200,28 @@ class SwapController:
 
     # -- the swap ----------------------------------------------------------------------------------
     async def _locked(self, work: Any) -> SwapResult:
+        """``work`` holding the swap lock (across replicas); the wait for it is a phase of its own."""
         token = f"swap-{uuid.uuid4().hex[:12]}"
+        start = time.perf_counter()
         await asyncio.to_thread(
             self.jobs.acquire, SWAP_LOCK, token, ttl_s=self.settings.lock_ttl_s, owner=self.owner
         )
+        waited = time.perf_counter() - start
         try:
             result: SwapResult = await work()
+            result.phases = {"lock": waited, **result.phases}
             return result
         finally:
             await asyncio.to_thread(self.jobs.release, SWAP_LOCK, token)
 
     async def _promote(self, name: str, *, actor: str, force: bool, reason: str | None) -> SwapResult:
+        start = time.perf_counter()
+        self.phases = {}
         version = await asyncio.to_thread(self.registry.get, name)
         if version.state == "rejected" and not force:
             raise SwapError(f"{name} was rejected; promote it with force to try again")
         current = await asyncio.to_thread(self.registry.promoted)
-        start = time.perf_counter()
-        self.phases = {}
+        self.phases["read"] = time.perf_counter() - start
         try:
             path, canary = await self._serve(version, current)
             detail = {"path": path, "canary": canary} | ({"reason": reason} if reason else {})
