@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/train_step.py                      # plain torch, 3 steps
     .venv/bin/python benchmarks/train_step.py --learner both --steps 5 --json out.json
     .venv/bin/python benchmarks/train_step.py --trl --model-size tiny small   # side by side with TRL
+    .venv/bin/python benchmarks/train_step.py --trl --micro-batch 1 4          # one at a time vs batched
 
 Runs the real trainer (``train.rl.train_rl``) on a Qwen2.5-VL built from config (``tiny``, 0.8 M
 parameters, or ``small``, 10 M), over expert trajectories of the simulated phone's tasks, and
@@ -35,7 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PHASES = ("rollout_s", "old_logprob_s", "ref_logprob_s", "update_s")
 
 
-def rl_config(args: argparse.Namespace, model: Path, learner: str, out: Path, *, single_turn: bool) -> Any:
+def rl_config(
+    args: argparse.Namespace, model: Path, learner: str, out: Path, *, single_turn: bool, micro_batch: int = 1
+) -> Any:
     from train.config import RLConfig
 
     # The code-form reward: the paper form scores an untrained model 0 everywhere (same work).
@@ -58,7 +61,7 @@ def rl_config(args: argparse.Namespace, model: Path, learner: str, out: Path, *,
             "rollout": rollout,
             "advantage": advantage,
             "dynamic_sampling": {"enabled": False},
-            "learner": {"backend": learner, "device": args.device},
+            "learner": {"backend": learner, "device": args.device, "micro_batch": micro_batch},
             "optim": {"lr": args.lr},
             "resize": {"max_pixels": args.image_tokens * 28 * 28},
             "tasks_per_step": args.tasks_per_step,
@@ -73,12 +76,19 @@ def rl_config(args: argparse.Namespace, model: Path, learner: str, out: Path, *,
 
 
 def run_once(
-    args: argparse.Namespace, model: Path, learner: str, out: Path, *, single_turn: bool = False
+    args: argparse.Namespace,
+    model: Path,
+    learner: str,
+    out: Path,
+    *,
+    single_turn: bool = False,
+    micro_batch: int = 1,
 ) -> list[dict[str, Any]]:
     from train.rl import train_rl
     from train.tracking import read_metrics
 
-    train_rl(rl_config(args, model, learner, out, single_turn=single_turn), progress=not args.quiet)
+    config = rl_config(args, model, learner, out, single_turn=single_turn, micro_batch=micro_batch)
+    train_rl(config, progress=not args.quiet)
     return read_metrics(out)
 
 
@@ -245,19 +255,23 @@ def table(name: str, rows: list[dict[str, Any]], summary: dict[str, float]) -> s
     return "\n".join(lines)
 
 
-def compare_table(size: str, ours: dict[str, float], trl: dict[str, float]) -> str:
+def compare_table(size: str, ours: dict[int, dict[str, float]], trl: dict[str, float]) -> str:
     head = (
-        f"{'trainer':<22} {'generate+score+logp':>20} {'update':>8} {'step':>8} {'steps/s':>8} "
+        f"{'trainer':<26} {'generate+score+logp':>20} {'update':>8} {'step':>8} {'steps/s':>8} "
         f"{'samples/s':>10} {'tokens/s':>9}"
     )
     lines = [f"== single-turn GRPO, model {size}", head]
-    for name, s in (("this trainer", ours), ("TRL GRPOTrainer", trl)):
+    rows = [(f"this trainer, micro-batch {m}", s) for m, s in ours.items()] + [("TRL GRPOTrainer", trl)]
+    for name, s in rows:
         generate = s["step_s"] - s["update_s"]
         lines.append(
-            f"{name:<22} {generate:>19.2f}s {s['update_s']:>7.2f}s {s['step_s']:>7.2f}s "
+            f"{name:<26} {generate:>19.2f}s {s['update_s']:>7.2f}s {s['step_s']:>7.2f}s "
             f"{1 / s['step_s']:>8.3f} {s['samples'] / s['step_s']:>10.2f} {s['tokens'] / s['step_s']:>9.1f}"
         )
-    lines.append(f"ratio (TRL step time / this trainer's): {trl['step_s'] / ours['step_s']:.2f}")
+    for m, s in ours.items():
+        lines.append(
+            f"ratio (TRL step time / this trainer's, micro-batch {m}): {trl['step_s'] / s['step_s']:.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -298,6 +312,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--micro-batch",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="samples per forward pass (each value is a run)",
+    )
     args = parser.parse_args()
 
     from agent.devkit.tiny_model import MODEL_SIZES, ensure_tiny_model
@@ -319,24 +340,36 @@ def main() -> int:
         for size, model in models.items():
             print(f"model: {size} ({model.name})", flush=True)
             if args.trl:
-                ours = run_once(args, model, "torch", Path(tmp) / f"{size}-single", single_turn=True)
+                ours = {
+                    m: run_once(
+                        args,
+                        model,
+                        "torch",
+                        Path(tmp) / f"{size}-single-{m}",
+                        single_turn=True,
+                        micro_batch=m,
+                    )
+                    for m in args.micro_batch
+                }
                 trl = run_trl(args, model, Path(tmp) / f"{size}-trl")
-                pair = (summarize(ours), summarize_trl(trl))
-                print(compare_table(size, *pair), flush=True)
+                means = {m: summarize(rows) for m, rows in ours.items()}
+                trl_mean = summarize_trl(trl)
+                print(compare_table(size, means, trl_mean), flush=True)
                 results[f"{size}/single_turn"] = {
-                    "this": {"steps": ours, "mean": pair[0]},
-                    "trl": {"steps": trl, "mean": pair[1]},
-                    "ratio": pair[1]["step_s"] / pair[0]["step_s"],
+                    "this": {str(m): {"steps": ours[m], "mean": means[m]} for m in ours},
+                    "trl": {"steps": trl, "mean": trl_mean},
+                    "ratio": {str(m): trl_mean["step_s"] / means[m]["step_s"] for m in means},
                 }
                 continue
             for name in learners:
-                rows = run_once(args, model, name, Path(tmp) / f"{size}-{name}")
-                summary = summarize(rows)
-                print(table(name, rows, summary), flush=True)
-                results[f"{size}/{name}"] = {
-                    "steps": [{k: r[k] for k in ("step", *PHASES, "samples", "tokens")} for r in rows],
-                    "mean": summary,
-                }
+                for m in args.micro_batch:
+                    rows = run_once(args, model, name, Path(tmp) / f"{size}-{name}-{m}", micro_batch=m)
+                    summary = summarize(rows)
+                    print(table(f"{name}, micro-batch {m}", rows, summary), flush=True)
+                    results[f"{size}/{name}/{m}"] = {
+                        "steps": [{k: r[k] for k in ("step", *PHASES, "samples", "tokens")} for r in rows],
+                        "mean": summary,
+                    }
     if args.json:
         args.json.write_text(json.dumps(results, default=str, indent=2), encoding="utf-8")
     return 0

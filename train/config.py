@@ -48,6 +48,9 @@ class LearnerSettings(_Strict):
     gradient_checkpointing: bool = False
     device: str = "auto"  # auto: cuda when available
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    # Samples per forward pass in the log-prob, reference and update passes (left-padded, masked;
+    # train.batching). 1: one at a time. On a GPU a few samples per pass use it far better.
+    micro_batch: int = Field(1, ge=1, le=256)
 
 
 class DataSettings(_Strict):

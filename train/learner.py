@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import torch
 
+from train.batching import chunks, logprobs_batch
 from train.config import LearnerSettings, OptimSettings
 from train.loss import LossSettings, policy_loss, sft_loss
 from train.model import PolicyModel, Sample
@@ -113,6 +114,7 @@ class _Updates:
     """The accumulation loop both engines share; they differ in backward() and step()."""
 
     policy: PolicyModel
+    micro_batch: int = 1  # samples per forward and backward (``LearnerSettings.micro_batch``)
 
     def _backward(self, loss: torch.Tensor, last: bool) -> None:
         raise NotImplementedError
@@ -123,32 +125,39 @@ class _Updates:
     def ppo_update(
         self, items: Sequence[Item], settings: LossSettings, *, entropy: bool = False
     ) -> dict[str, float]:
+        """One optimiser step over ``items``: a forward and backward per micro-batch of them."""
         self.policy.model.train()
         total = int(_global_sum(float(sum(i.tokens for i in items))))
         sums = {"pg_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio": 0.0, "entropy": 0.0}
-        for k, item in enumerate(items):
-            logp, ent = self.policy.logprobs(item.sample, entropy=entropy)
-            old = item.old_logp if item.old_logp is not None else logp.detach()
-            adv = torch.full_like(logp, item.advantage)
-            parts = policy_loss(
-                logp[None],
-                old[None],
-                adv[None],
-                torch.ones_like(logp)[None],
-                total_tokens=total,
-                ref_logp=None if item.ref_logp is None else item.ref_logp[None],
-                settings=settings,
-            )
-            self._backward(parts.loss * item.weight, k == len(items) - 1)
-            if not item.weight:
-                continue
-            n = parts.tokens
-            sums["pg_loss"] += parts.pg_loss
-            sums["kl"] += parts.kl
-            sums["clip_fraction"] += parts.clip_fraction * n
-            sums["ratio"] += parts.ratio_mean * n
-            if ent is not None:
-                sums["entropy"] += float(ent.sum())
+        batches = chunks(items, self.micro_batch)
+        for k, batch in enumerate(batches):
+            scored = logprobs_batch(self.policy, [item.sample for item in batch], entropy=entropy)
+            loss = None
+            for item, (logp, ent) in zip(batch, scored, strict=True):
+                old = item.old_logp if item.old_logp is not None else logp.detach()
+                adv = torch.full_like(logp, item.advantage)
+                parts = policy_loss(
+                    logp[None],
+                    old[None],
+                    adv[None],
+                    torch.ones_like(logp)[None],
+                    total_tokens=total,
+                    ref_logp=None if item.ref_logp is None else item.ref_logp[None],
+                    settings=settings,
+                )
+                weighted = parts.loss * item.weight
+                loss = weighted if loss is None else loss + weighted
+                if not item.weight:
+                    continue
+                n = parts.tokens
+                sums["pg_loss"] += parts.pg_loss
+                sums["kl"] += parts.kl
+                sums["clip_fraction"] += parts.clip_fraction * n
+                sums["ratio"] += parts.ratio_mean * n
+                if ent is not None:
+                    sums["entropy"] += float(ent.sum())
+            assert loss is not None
+            self._backward(loss, k == len(batches) - 1)
         grad_norm = self._step()
         tokens = max(sum(i.tokens for i in items), 1)
         return {
@@ -165,10 +174,17 @@ class _Updates:
         self.policy.model.train()
         total = int(_global_sum(float(sum(i.tokens for i in items))))
         loss_sum = 0.0
-        for k, item in enumerate(items):
-            logp, _ = self.policy.logprobs(item.sample)
-            loss = sft_loss(logp[None], torch.ones_like(logp)[None], total_tokens=total) * item.weight
-            self._backward(loss, k == len(items) - 1)
+        batches = chunks(items, self.micro_batch)
+        for k, batch in enumerate(batches):
+            scored = logprobs_batch(self.policy, [item.sample for item in batch])
+            loss = sum(
+                (
+                    sft_loss(logp[None], torch.ones_like(logp)[None], total_tokens=total) * item.weight
+                    for item, (logp, _) in zip(batch, scored, strict=True)
+                ),
+                start=torch.zeros((), device=self.policy.device),
+            )
+            self._backward(loss, k == len(batches) - 1)
             loss_sum += float(loss.detach())
         grad_norm = self._step()
         return {
@@ -278,9 +294,13 @@ def resolve_device(name: str) -> str:
 
 
 def make_learner(policy: PolicyModel, optim: OptimSettings, settings: LearnerSettings) -> Learner:
-    if settings.backend == "deepspeed":
-        return DeepSpeedLearner(policy, optim, settings)
-    return TorchLearner(policy, optim)
+    learner: DeepSpeedLearner | TorchLearner = (
+        DeepSpeedLearner(policy, optim, settings)
+        if settings.backend == "deepspeed"
+        else TorchLearner(policy, optim)
+    )
+    learner.micro_batch = settings.micro_batch
+    return learner
 
 
 def save_state(path: Path, learner: Learner, extra: dict[str, Any]) -> None:

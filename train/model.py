@@ -160,6 +160,11 @@ class PolicyModel:
     def decode(self, ids: torch.Tensor) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
+    @property
+    def adapter_names(self) -> list[str] | None:
+        """PEFT's per-forward adapter choice while inside ``reference()`` (None: the trained one)."""
+        return self._adapter_names
+
     # -- log-probabilities -------------------------------------------------------------------------
     def logprobs(self, sample: Sample, *, entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """log π(token) of each response token [response_len], and optionally the entropy per token."""

@@ -13,6 +13,7 @@ reference log-probs, then take ``mini_batches`` optimiser steps over the shuffle
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 
 from train.advantages import StepSample, group_advantages, group_spread, spread_keeps
+from train.batching import chunks, logprobs_batch
 from train.config import RLConfig
 from train.data import ExpertTrajectory
 from train.evaluate import sop
@@ -105,18 +107,20 @@ def _old_and_reference(config: RLConfig, run: Run, items: Sequence[Item], refere
     """Fills in the log-probs under the sampling weights and the reference; returns the seconds the
     old log-probs took (the rest is the reference's)."""
     run.policy.model.eval()
+    size = config.learner.micro_batch
     start = time.perf_counter()
-    for item in items:
-        item.old_logp = run.policy.logprobs(item.sample)[0]
+    for batch in chunks(items, size):
+        for item, (logp, _) in zip(batch, logprobs_batch(run.policy, [i.sample for i in batch]), strict=True):
+            item.old_logp = logp
     old_s = time.perf_counter() - start
     if not config.loss.kl_beta:
         return old_s
-    for item in items:
-        if reference is None:  # an adapter: the starting adapter's frozen copy, or the base without it
-            with run.policy.reference():
-                item.ref_logp = run.policy.logprobs(item.sample)[0]
-        else:
-            item.ref_logp = reference.logprobs(item.sample)[0]
+    # An adapter's reference is the starting adapter's frozen copy (or the base without it).
+    scorer = run.policy if reference is None else reference
+    with run.policy.reference() if reference is None else contextlib.nullcontext():
+        for batch in chunks(items, size):
+            for item, (logp, _) in zip(batch, logprobs_batch(scorer, [i.sample for i in batch]), strict=True):
+                item.ref_logp = logp
     return old_s
 
 

@@ -109,12 +109,16 @@ def test_train_step(tmp_path: Path) -> None:
         "--max-new-tokens",
         "8",
         "--quiet",
+        "--micro-batch",
+        "1",
+        "2",
         "--json",
         str(out),
     )
     results = json.loads(out.read_text())
-    assert len(results["tiny/torch"]["steps"]) == 2
-    assert results["tiny/torch"]["mean"]["steps_per_s"] > 0
+    for micro_batch in (1, 2):
+        assert len(results[f"tiny/torch/{micro_batch}"]["steps"]) == 2
+        assert results[f"tiny/torch/{micro_batch}"]["mean"]["steps_per_s"] > 0
 
 
 def test_train_step_against_trl(tmp_path: Path) -> None:
@@ -140,9 +144,10 @@ def test_train_step_against_trl(tmp_path: Path) -> None:
     assert "TRL GRPOTrainer" in output
     pair = json.loads(out.read_text())["tiny/single_turn"]
     # The same work both ways: 4 prompts (the steps of wifi_on) x 2 samples per step.
-    assert [r["samples"] for r in pair["this"]["steps"]] == [8, 8]
+    assert [r["samples"] for r in pair["this"]["1"]["steps"]] == [8, 8]
     assert [r["samples"] for r in pair["trl"]["steps"]] == [8, 8]
-    assert pair["ratio"] == pytest.approx(pair["trl"]["mean"]["step_s"] / pair["this"]["mean"]["step_s"])
+    ratio = pair["trl"]["mean"]["step_s"] / pair["this"]["1"]["mean"]["step_s"]
+    assert pair["ratio"]["1"] == pytest.approx(ratio)
 
 
 def test_learning(tmp_path: Path) -> None:
