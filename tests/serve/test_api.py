@@ -228,6 +228,7 @@ def test_readiness_requires_only_the_configured_checks(make_service) -> None:  #
         "ready": True,
         "checks": {"database": True, "policy": False, "device": True},
         "required": ["database"],
+        "images": {"transport": "resized", "why": None},  # a policy handed in is not probed
     }
 
 
