@@ -137,17 +137,9 @@ def run_eval(config: Any, *, engine: RolloutEngine | None = None, progress: bool
         "split": config.split,
         "trajectories": len(chosen),
     }
-    if "sop" in config.metrics:
-        results["sop"] = sop(
-            engine,
-            chosen,
-            prompt=prompt,
-            match_settings=config.match,
-            max_new_tokens=config.max_new_tokens,
-            progress=progress,
-        )
-    if "steps" in config.metrics:
-        results["steps"] = step_metrics(
+    passes = {"sop": sop, "steps": step_metrics}
+    for name in (m for m in ("sop", "steps") if m in config.metrics):
+        results[name] = passes[name](
             engine,
             chosen,
             prompt=prompt,

@@ -15,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.devkit.cache import publish
 from agent.devkit.tiny_tokenizer import CHAT_TEMPLATE, SPECIAL_TOKENS, build_tokenizer, edit_json
 
 log = logging.getLogger(__name__)
@@ -241,11 +241,7 @@ def ensure_tiny_model(cache_dir: Path, spec: TinyModelSpec | None = None) -> Pat
     log.info("building the tiny model %s (tokenizer, config, random weights; seconds)", target.name)
     try:
         build_tiny_model(staging / "model", spec)
-        try:
-            os.rename(staging / "model", target)
-        except OSError:
-            if not (target / "tiny_model_spec.json").is_file():  # not a concurrent builder's finished copy
-                raise
+        publish(staging / "model", target, "tiny_model_spec.json")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target

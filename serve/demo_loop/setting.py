@@ -81,6 +81,7 @@ def _sft_body(setting: LoopSetting, steps: int) -> dict[str, Any]:
 def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) -> Path:
     """The starter checkpoint for ``setting``: built once by ``uis1 train sft`` (a child process,
     with its progress bar) from a tiny model and the simulated tasks' expert data, then reused."""
+    from agent.devkit.cache import publish
     from agent.devkit.tiny_model import ensure_tiny_model
 
     target = cache / f"starter-{setting.starter_key()}"
@@ -117,11 +118,7 @@ def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) ->
         checkpoints = sorted((staging / "run" / "checkpoints").glob("step-*"))
         if not checkpoints:
             raise RuntimeError("training the starter wrote no checkpoint")
-        try:
-            os.rename(checkpoints[-1], target)
-        except OSError:
-            if not (target / "config.json").is_file():  # not a concurrent builder's finished copy
-                raise
+        publish(checkpoints[-1], target, "config.json")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
