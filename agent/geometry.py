@@ -89,6 +89,14 @@ def smart_resize(size: Size, settings: ResizeSettings | None = None) -> Size:
     return Size(w_bar, h_bar)
 
 
+def image_tokens(size: Size, settings: ResizeSettings | None = None) -> int:
+    """The tokens a screen of ``size`` becomes: one per ``factor`` x ``factor`` cell of its resized
+    image (Qwen2.5-VL: 14-pixel patches, merged 2 x 2)."""
+    s = settings or ResizeSettings()
+    resized = smart_resize(size, s)
+    return (resized.width // s.factor) * (resized.height // s.factor)
+
+
 def _scale(value: float, source: int, target: int) -> int:
     """Map one axis from a ``source``-pixel image to a ``target``-pixel one, rounded and clamped."""
     return _clamp(round(value * target / source), target - 1)

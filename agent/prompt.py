@@ -170,7 +170,7 @@ class ImagePart:
             if self.original is not None:
                 url = f"data:image/png;base64,{base64.b64encode(self.original).decode('ascii')}"
             else:
-                url = _data_url(self.image, wire_format)
+                url = image_data_url(self.image, wire_format)
             self._cache[key] = url
         return str(url)
 
@@ -275,7 +275,8 @@ def current_geometry(turns: Sequence[Turn]) -> ScreenGeometry:
     raise ValueError("the conversation has no image")
 
 
-def _data_url(image: Image.Image, wire_format: str) -> str:
+def image_data_url(image: Image.Image, wire_format: str = "PNG") -> str:
+    """The image inline, as an OpenAI-style ``data:`` URL."""
     buf = io.BytesIO()
     # PNG is lossless at any level; level 1 encodes several times faster than the default 6.
     image.save(

@@ -14,8 +14,6 @@ rollback moves traffic without touching the client.
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,10 +30,10 @@ from tenacity import (
     stop_after_delay,
 )
 
-from agent.geometry import ResizeSettings, ScreenGeometry, Size
+from agent.geometry import ResizeSettings, Size, image_tokens
 from agent.parsing import ACTION_END
 from agent.policy import PolicyMalformed, PolicyRejected, PolicyResult, PolicyUnavailable, SamplingSettings
-from agent.prompt import PromptSettings, Turn, to_openai_messages
+from agent.prompt import PromptSettings, Turn, image_data_url, to_openai_messages
 from agent.retries import Retryable, check, wait_retry_after
 
 log = logging.getLogger(__name__)
@@ -213,9 +211,7 @@ class VllmPolicy:
         probes = (Size(1080, 2400), Size(28, 28))
         counts = []
         for size in probes:
-            buf = io.BytesIO()
-            Image.new("RGB", (size.width, size.height), "white").save(buf, format="PNG")
-            url = f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode('ascii')}"
+            url = image_data_url(Image.new("RGB", (size.width, size.height), "white"))
             content = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "?"}]
             body = {
                 "model": self.settings.model,
@@ -231,7 +227,7 @@ class VllmPolicy:
                 raise PolicyUnavailable(
                     f"could not check the image processing of {self.settings.base_url} ({type(exc).__name__}: {exc})"
                 ) from None
-        expected = [_image_tokens(size, resize) for size in probes]
+        expected = [image_tokens(size, resize) for size in probes]
         if counts[0] - counts[1] == expected[0] - expected[1]:
             return None
         return (
@@ -264,9 +260,3 @@ def _error_message(response: httpx.Response) -> str:
     if isinstance(error, dict):
         return str(error.get("message", error))[:300]
     return str(data.get("message", data) if isinstance(data, dict) else data)[:300]
-
-
-def _image_tokens(size: Size, resize: ResizeSettings) -> int:
-    """The image tokens a screen of ``size`` becomes under ``resize`` (a token per factor x factor cell)."""
-    resized = ScreenGeometry.for_screen(size, resize).resized
-    return (resized.width // resize.factor) * (resized.height // resize.factor)

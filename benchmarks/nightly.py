@@ -67,12 +67,12 @@ def prompt_tokens(work: Workload) -> dict[str, Any]:
     """Tokens of the prompt at a mean step, from the service's own prompt for a 1080x2400 screen."""
     from PIL import Image
 
-    from agent.geometry import ResizeSettings, Size, smart_resize
+    from agent.geometry import ResizeSettings, Size, image_tokens, smart_resize
     from agent.prompt import PromptSettings, TextPart, build_conversation
 
     resize = ResizeSettings(max_pixels=work.max_pixels)
     resized = smart_resize(Size(1080, 2400), resize)
-    image_tokens = (resized.width // 28) * (resized.height // 28)
+    tokens = image_tokens(Size(1080, 2400), resize)
     settings = PromptSettings(resize=resize)
     blank = Image.new("RGB", (8, 8))
     turns = build_conversation("Reply to Anna's last message with 'on my way'", [blank], [], settings)
@@ -83,12 +83,12 @@ def prompt_tokens(work: Workload) -> dict[str, Any]:
     )
     text = fixed_chars / work.chars_per_token + mean_history * work.response_tokens
     return {
-        "image_tokens_per_screenshot": image_tokens,
+        "image_tokens_per_screenshot": tokens,
         "resized": [resized.width, resized.height],
         "fixed_text_chars": fixed_chars,
         "screenshots_per_prompt": shown,
-        "prompt_tokens": text + shown * image_tokens,
-        "image_share": shown * image_tokens / (text + shown * image_tokens),
+        "prompt_tokens": text + shown * tokens,
+        "image_share": shown * tokens / (text + shown * tokens),
     }
 
 

@@ -179,11 +179,10 @@ class AdbDriver:
         warnings = result.stderr.decode("utf-8", "replace").strip()
         if raw:
             # Decoding the frame and the black check are CPU work: off the event loop.
-            image, data, warnings = await asyncio.to_thread(
+            image, data, warnings, black = await asyncio.to_thread(
                 frames.decode_raw, self._serial, result.stdout, warnings
             )
             width, height = image.size
-            black = await asyncio.to_thread(lambda: image.getbbox() is None)
         else:
             data, warnings, (width, height) = frames.check_png(self._serial, result.stdout, warnings)
             image = None

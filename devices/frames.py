@@ -45,9 +45,14 @@ def check_png(serial: str, data: bytes, warnings: str) -> tuple[bytes, str, tupl
     return data, warnings, (width, height)
 
 
+def is_black(image: Image.Image) -> bool:
+    return image.getbbox() is None  # every pixel zero
+
+
 def decode_and_check(serial: str, data: bytes) -> tuple[Image.Image, bool]:
+    """The decoded PNG and whether it is all black."""
     image = decode_png(serial, data)
-    return image, image.getbbox() is None  # every pixel zero: all black
+    return image, is_black(image)
 
 
 def decode_png(serial: str, data: bytes) -> Image.Image:
@@ -59,9 +64,10 @@ def decode_png(serial: str, data: bytes) -> Image.Image:
     return image if image.mode == "RGB" else image.convert("RGB")
 
 
-def decode_raw(serial: str, data: bytes, warnings: str) -> tuple[Image.Image, bytes, str]:
+def decode_raw(serial: str, data: bytes, warnings: str) -> tuple[Image.Image, bytes, str, bool]:
     """A raw frame: width, height, format (and, from Android 9, colour space) as little-endian
-    uint32, then RGBA_8888 pixels; any text before it is a warning."""
+    uint32, then RGBA_8888 pixels; any text before it is a warning. Returns the image, its PNG
+    (for the store), the warnings and whether it is all black."""
     for offset in range(min(len(data), 4096)):  # skip a warning line printed into stdout
         if len(data) - offset < 12:
             break
@@ -75,7 +81,7 @@ def decode_raw(serial: str, data: bytes, warnings: str) -> tuple[Image.Image, by
             image = Image.frombuffer("RGBA", (width, height), body, "raw", "RGBA", 0, 1).convert("RGB")
             out = io.BytesIO()
             image.save(out, format="PNG", compress_level=1)
-            return image, out.getvalue(), warnings
+            return image, out.getvalue(), warnings, is_black(image)
     raise DeviceError(
         serial,
         f"screencap returned no RGBA_8888 frame ({len(data)} bytes; {warnings or 'no message'}); "

@@ -6,8 +6,9 @@ one (the policy's action goes ahead).
 
 Approval: a task's ``Approval`` rules name the actions a person must see first (``answer`` or
 ``terminate``, typing, typing into a password field, opening named apps, or every step). A step
-that matches holds the task by itself, with the reason; the person approves it (resume), replaces it (takeover) or cancels the
-task, and the decision is recorded with the step (``extra["review"]``).
+that matches holds the task by itself, with the reason; the person approves it (resume),
+replaces it (takeover) or cancels the task, and the decision is recorded with the step
+(``extra["review"]``).
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ class _Updates:
         batches = chunks(items, self.micro_batch)
         for k, batch in enumerate(batches):
             scored = logprobs_batch(self.policy, [item.sample for item in batch], entropy=entropy)
-            loss = None
+            loss = torch.zeros((), device=self.policy.device)
             for item, (logp, ent) in zip(batch, scored, strict=True):
                 old = item.old_logp if item.old_logp is not None else logp.detach()
                 adv = torch.full_like(logp, item.advantage)
@@ -145,8 +145,7 @@ class _Updates:
                     ref_logp=None if item.ref_logp is None else item.ref_logp[None],
                     settings=settings,
                 )
-                weighted = parts.loss * item.weight
-                loss = weighted if loss is None else loss + weighted
+                loss = loss + parts.loss * item.weight
                 if not item.weight:
                     continue
                 n = parts.tokens
@@ -156,7 +155,6 @@ class _Updates:
                 sums["ratio"] += parts.ratio_mean * n
                 if ent is not None:
                     sums["entropy"] += float(ent.sum())
-            assert loss is not None
             self._backward(loss, k == len(batches) - 1)
         grad_norm = self._step()
         tokens = max(sum(i.tokens for i in items), 1)

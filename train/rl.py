@@ -107,21 +107,27 @@ def _old_and_reference(config: RLConfig, run: Run, items: Sequence[Item], refere
     """Fills in the log-probs under the sampling weights and the reference; returns the seconds the
     old log-probs took (the rest is the reference's)."""
     run.policy.model.eval()
-    size = config.learner.micro_batch
     start = time.perf_counter()
-    for batch in chunks(items, size):
-        for item, (logp, _) in zip(batch, logprobs_batch(run.policy, [i.sample for i in batch]), strict=True):
-            item.old_logp = logp
+    for item, logp in zip(items, _scores(run.policy, items, config.learner.micro_batch), strict=True):
+        item.old_logp = logp
     old_s = time.perf_counter() - start
     if not config.loss.kl_beta:
         return old_s
     # An adapter's reference is the starting adapter's frozen copy (or the base without it).
     scorer = run.policy if reference is None else reference
     with run.policy.reference() if reference is None else contextlib.nullcontext():
-        for batch in chunks(items, size):
-            for item, (logp, _) in zip(batch, logprobs_batch(scorer, [i.sample for i in batch]), strict=True):
-                item.ref_logp = logp
+        for item, logp in zip(items, _scores(scorer, items, config.learner.micro_batch), strict=True):
+            item.ref_logp = logp
     return old_s
+
+
+def _scores(scorer: Any, items: Sequence[Item], micro_batch: int) -> list[torch.Tensor]:
+    """Each item's per-token log-probs under ``scorer``, ``micro_batch`` samples per forward pass."""
+    return [
+        logp
+        for batch in chunks(items, micro_batch)
+        for logp, _ in logprobs_batch(scorer, [i.sample for i in batch])
+    ]
 
 
 def _reference(config: RLConfig, run: Run) -> Any:

@@ -7,13 +7,14 @@ retiring the old version once no running episode uses it. The engines' own steps
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -199,6 +200,13 @@ class SwapController:
             task.cancel()
 
     # -- the swap ----------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Time a phase of the swap under way (``SwapResult.phases``)."""
+        start = time.perf_counter()
+        yield
+        self.phases[name] = time.perf_counter() - start
+
     async def _locked(self, work: Any) -> SwapResult:
         """``work`` holding the swap lock (across replicas); the wait for it is a phase of its own."""
         token = f"swap-{uuid.uuid4().hex[:12]}"
@@ -217,21 +225,20 @@ class SwapController:
     async def _promote(self, name: str, *, actor: str, force: bool, reason: str | None) -> SwapResult:
         start = time.perf_counter()
         self.phases = {}
-        version = await asyncio.to_thread(self.registry.get, name)
-        if version.state == "rejected" and not force:
-            raise SwapError(f"{name} was rejected; promote it with force to try again")
-        current = await asyncio.to_thread(self.registry.promoted)
-        self.phases["read"] = time.perf_counter() - start
+        with self._phase("read"):
+            version = await asyncio.to_thread(self.registry.get, name)
+            if version.state == "rejected" and not force:
+                raise SwapError(f"{name} was rejected; promote it with force to try again")
+            current = await asyncio.to_thread(self.registry.promoted)
         try:
             path, canary = await self._serve(version, current)
             detail = {"path": path, "canary": canary} | ({"reason": reason} if reason else {})
-            flip = time.perf_counter()
-            previous = await asyncio.to_thread(
-                self.registry.promote, name, actor=actor, force=force, detail=detail
-            )
-            self.routes_changed()
-            self._promoted(version)
-            self.phases["record"] = time.perf_counter() - flip
+            with self._phase("record"):
+                previous = await asyncio.to_thread(
+                    self.registry.promote, name, actor=actor, force=force, detail=detail
+                )
+                self.routes_changed()
+                self._promoted(version)
         finally:
             await self._release_hold()
         result = SwapResult(name, previous, path, time.perf_counter() - start, canary, self.phases)
@@ -253,15 +260,14 @@ class SwapController:
         self.phases = {}
         try:
             path, canary = await self._serve(target, current, rollback=True)
-            flip = time.perf_counter()
-            restored = await asyncio.to_thread(
-                self.registry.rollback,
-                actor=actor,
-                detail={"reason": reason or "rolled back by hand", "path": path},
-            )
-            self.routes_changed()
-            self._promoted(target)
-            self.phases["record"] = time.perf_counter() - flip
+            with self._phase("record"):
+                restored = await asyncio.to_thread(
+                    self.registry.rollback,
+                    actor=actor,
+                    detail={"reason": reason or "rolled back by hand", "path": path},
+                )
+                self.routes_changed()
+                self._promoted(target)
         finally:
             await self._release_hold()
         result = SwapResult(restored, current.name, path, time.perf_counter() - start, canary, self.phases)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -55,10 +54,9 @@ class LocalSwapController(SwapController):
             )
         loaded_here = held is None
         if loaded_here:
-            start = time.perf_counter()
             try:
-                await asyncio.to_thread(self.engine.load, version.served_name, *wanted)
-                self.phases["load"] = time.perf_counter() - start
+                with self._phase("load"):
+                    await asyncio.to_thread(self.engine.load, version.served_name, *wanted)
             except Exception as exc:
                 await self._reject(version, f"loading it failed: {exc}", rollback)
                 raise SwapError(f"loading {version.name} failed: {exc}") from exc

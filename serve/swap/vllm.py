@@ -87,13 +87,12 @@ class HotSwapController(SwapController):
     async def _serve_adapter(self, version: ModelVersion, *, rollback: bool) -> dict[str, Any]:
         url = self._url(version)
         admin = self._admin(url)
-        start = time.perf_counter()
         try:
-            served = await asyncio.to_thread(admin.served_models)
-            loaded_here = version.served_name not in served
-            if loaded_here:
-                await asyncio.to_thread(admin.load_adapter, version.served_name, version.adapter or "")
-            self.phases["load"] = time.perf_counter() - start
+            with self._phase("load"):
+                served = await asyncio.to_thread(admin.served_models)
+                loaded_here = version.served_name not in served
+                if loaded_here:
+                    await asyncio.to_thread(admin.load_adapter, version.served_name, version.adapter or "")
         except VllmAdminError as exc:
             admin.close()
             await self._reject(version, f"loading the adapter failed: {exc}", rollback)
@@ -128,14 +127,12 @@ class HotSwapController(SwapController):
         admin = self._admin(self.policy.base_url)
         previous_weights = None
         try:
-            drain = time.perf_counter()
-            await asyncio.sleep(self.settings.hold_grace_s)  # every replica has seen the hold
-            await self._drain()
-            self.phases["drain"] = time.perf_counter() - drain
+            with self._phase("drain"):
+                await asyncio.sleep(self.settings.hold_grace_s)  # every replica has seen the hold
+                await self._drain()
             previous_weights = self._weights_in_engine(version.served_name, current)
-            load = time.perf_counter()
-            await asyncio.to_thread(admin.reload_weights, version.base)
-            self.phases["load"] = time.perf_counter() - load
+            with self._phase("load"):
+                await asyncio.to_thread(admin.reload_weights, version.base)
             await asyncio.to_thread(
                 self.registry.set_alias, LOADED_ALIAS_PREFIX + version.served_name, version.name, actor="swap"
             )
