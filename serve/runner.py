@@ -130,9 +130,7 @@ class TaskRunner:
         depth = await asyncio.to_thread(self.store.count, EpisodeStatus.PENDING)
         if depth >= self.settings.max_queue or self._stopping:
             raise QueueFull(retry_after_s=max(5, depth // max(1, len(self.pool.devices)) * 10))
-        await asyncio.to_thread(
-            self.versions.route, request
-        )  # an unknown model is refused now; pinned at start
+        await self.versions.admit(request)  # an unknown model is refused now; pinned at start
         wanted = request.device
         if self.pool.known_match(wanted.serial, wanted.model, wanted.labels) is False:
             await self.pool.refresh()  # a phone plugged in since the last health check counts

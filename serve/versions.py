@@ -44,10 +44,12 @@ class VersionRouter:
         self._hold = False
         self._hold_read_at = -1.0
 
-    def resolve(self, name: str | None) -> tuple[str | None, str | None]:
+    def resolve(self, name: str | None, *, swapping: bool = False) -> tuple[str | None, str | None]:
         """The served name to ask the policy server for and the registry version, for a name a client
         sent (a version or an alias; None: the default). A name the registry does not know never
         reaches the policy server: with an empty registry, only the policy's own model is known.
+        ``swapping``: a swap holds new episodes, so the engine may already hold the version the
+        default alias is about to move to; the name only has to be known.
         """
         if self.registry is None:
             return name, None
@@ -60,7 +62,7 @@ class VersionRouter:
             raise UnknownModel(f"no model version or alias {name!r}") from None
         if version is None:
             return name, None
-        if version.kind != Kind.ADAPTER and not version.endpoint:
+        if version.kind != Kind.ADAPTER and not version.endpoint and not swapping:
             held = self.registry.aliases().get(LOADED_ALIAS_PREFIX + version.served_name)
             if held is not None and held != version.name:
                 raise UnknownModel(
@@ -76,6 +78,15 @@ class VersionRouter:
         """
         served, version = self.resolve(request.model)
         return request.model_copy(update={"model": served}), version
+
+    async def admit(self, request: TaskRequest) -> None:
+        """Refuse a task whose model name cannot be served (UnknownModel); the version is pinned
+        later, when it starts. During an in-place swap the engine holds the new weights a few
+        seconds before the default alias moves; a task submitted then waits (the hold) and is
+        pinned to the new version, rather than refused.
+        """
+        swapping = await self.swap_holds(fresh=True)
+        await asyncio.to_thread(self.resolve, request.model, swapping=swapping)
 
     def prompt_for(self, version: str | None) -> PromptSettings:
         """The prompt a task pinned to ``version`` runs with: the system prompt that version was
