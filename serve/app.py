@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
 
 from agent.policy import Policy
 from devices.pool import DevicePool
@@ -25,7 +26,7 @@ from serve.middleware import BodyLimit, KeyCheck
 from serve.routes import devices, jobs, models, predict, session, system, tasks, trajectories, viewer
 from serve.settings import ServeSettings
 from serve.state import ServiceState
-from serve.validation import validation_error
+from serve.validation import store_unavailable, validation_error
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
-        exception_handlers={RequestValidationError: validation_error},
+        exception_handlers={RequestValidationError: validation_error, OperationalError: store_unavailable},
     )
     # Outermost last: the request count, CORS (preflights carry no key), the key, the body limit.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

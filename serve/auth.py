@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 
@@ -21,6 +22,10 @@ import sqlalchemy as sa
 
 from agent.store import lock_for_migration
 from agent.trajectory import utcnow
+
+log = logging.getLogger(__name__)
+
+LAST_USED_EVERY = timedelta(minutes=1)  # how fresh a key's last_used_at is kept
 
 metadata = sa.MetaData()
 api_keys = sa.Table(
@@ -91,11 +96,20 @@ class KeyStore:
         parts = token.split("_")
         if len(parts) < 3 or parts[0] != "uis1":
             return None
-        with self.engine.begin() as conn:
+        with self.engine.connect() as conn:
             row = conn.execute(sa.select(api_keys).where(api_keys.c.id == parts[1])).first()
-            if row is None or row.revoked_at is not None or not hmac.compare_digest(row.hash, _hash(token)):
-                return None
-            conn.execute(sa.update(api_keys).where(api_keys.c.id == row.id).values(last_used_at=utcnow()))
+        if row is None or row.revoked_at is not None or not hmac.compare_digest(row.hash, _hash(token)):
+            return None
+        now = utcnow()
+        used = row.last_used_at
+        if used is None or now - (used if used.tzinfo else used.replace(tzinfo=UTC)) > LAST_USED_EVERY:
+            # A write at most once a minute per key, not one per request; and a busy database
+            # never fails the request over it.
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(sa.update(api_keys).where(api_keys.c.id == row.id).values(last_used_at=now))
+            except sa.exc.OperationalError as exc:
+                log.debug("could not record the use of key %s: %s", row.id, exc)
         return self._key(row)
 
     def list(self) -> list[ApiKey]:

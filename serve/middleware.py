@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from fastapi import HTTPException, Request, status
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serve.deps import authenticate, is_public
+from serve.validation import store_unavailable
 
 
 class KeyCheck:
@@ -35,6 +37,10 @@ class KeyCheck:
             await authenticate(Request(scope))  # no receive: nothing here can read the body
         except HTTPException as exc:
             await JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)(scope, receive, send)
+            return
+        except OperationalError as exc:  # the key store did not answer: neither 401 nor 500
+            response = await store_unavailable(Request(scope), exc)
+            await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

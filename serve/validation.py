@@ -11,6 +11,7 @@ than any request needs is refused before it is parsed.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
@@ -21,6 +22,8 @@ from fastapi import HTTPException, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+
+log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 300  # an error names the problem; it never echoes a whole field back
 MAX_ERRORS = 5
@@ -126,3 +129,17 @@ async def validation_error(request: Request, exc: Exception) -> JSONResponse:
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
     detail = [error(tuple(e["loc"]), str(e["type"]), str(e["msg"])) for e in errors]
     return JSONResponse({"detail": detail}, status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+
+STORE_RETRY_AFTER_S = 2
+
+
+async def store_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """The 503 for a database that did not answer (locked, restarting, unreachable), instead of a
+    500: the failed statement was rolled back, and Retry-After says when to try again."""
+    log.warning("the store did not answer on %s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse(
+        {"detail": "the task store is not answering; retry shortly"},
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        headers={"Retry-After": str(STORE_RETRY_AFTER_S)},
+    )

@@ -152,6 +152,27 @@ def test_a_task_for_a_device_no_pool_knows_is_refused_not_queued_forever(make_se
     assert wait_finished(client, accepted.json()["id"])["status"] == "succeeded"
 
 
+def test_a_store_that_does_not_answer_gets_503_with_retry_after_and_the_service_recovers(make_service) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    service = make_service(ScriptedPolicy(steps=1))
+    client = service.client(service.agent)
+    path = service.settings.store.url.removeprefix("sqlite:///")
+    blocker = sqlite3.connect(path, timeout=30)
+    blocker.execute("BEGIN EXCLUSIVE")  # another writer holds the database past the busy timeout
+    try:
+        refused = client.post("/v1/tasks", json={"goal": "Turn on Wi-Fi"})
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert refused.status_code == 503, refused.text
+    assert "retry" in refused.json()["detail"]
+    assert int(refused.headers["Retry-After"]) > 0
+    accepted = client.post("/v1/tasks", json={"goal": "Turn on Wi-Fi"})
+    assert accepted.status_code == 202
+    assert wait_finished(client, accepted.json()["id"])["status"] == "succeeded"
+
+
 def test_idempotency_key_returns_the_same_task(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service()
     client = service.client(service.agent)

@@ -488,6 +488,9 @@ class KeepBusy:
             while not self._stop.is_set():
                 goal = GOALS[(k + n) % len(GOALS)]
                 answer = http.post("/v1/tasks", json={"goal": goal, "device": {"serial": serial}})
+                if answer.status_code in (429, 503):  # busy: a client waits as Retry-After says
+                    time.sleep(float(answer.headers.get("Retry-After", 1)))
+                    continue
                 if answer.status_code != 202:  # kept for the test to report; the phone keeps going
                     self.refused.append(f"{answer.status_code} {answer.text}")
                     time.sleep(1)
