@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 if TYPE_CHECKING:
+    from agent.policy import Policy
+    from agent.prompt import PromptSettings
+    from agent.settings import AgentSettings
     from agent.store import TrajectoryStore
+    from devices.adb import AdbDriver
 
 app = typer.Typer(
     help="The policy contract: prompt, response parsing, trajectory interchange.",
@@ -106,35 +110,8 @@ def run_episode(
 
     settings = AgentSettings()
     prompt = PromptSettings(resize=settings.resize)
-    if policy == "local":
-        if model is None:
-            raise typer.BadParameter("--policy local needs --model DIR")
-        from agent.local_policy import LocalPolicy
-
-        chosen: Any = LocalPolicy(model, prompt=prompt)
-    elif policy == "vllm":
-        from agent.vllm_policy import VllmPolicy
-
-        updates = {k: v for k, v in {"base_url": base_url, "model": served_model}.items() if v}
-        chosen = VllmPolicy(settings.policy.model_copy(update=updates), prompt=prompt)
-    else:
-        raise typer.BadParameter("--policy is vllm or local")
-    import adbutils
-
-    from devices.adb import AdbDriver
-    from devices.adb_server import AdbServer, default_server, server_answers
-
-    host, _, port = (adb_server or settings.adb_server or default_server()).rpartition(":")
-    if not server_answers(host, int(port)):
-        if not (start_adb and host in ("127.0.0.1", "localhost")):
-            typer.echo(
-                f"error: no adb server answers at {host}:{port}: start one (`adb start-server`), "
-                "pass --start-adb, or name another with --adb-server",
-                err=True,
-            )
-            raise typer.Exit(2)
-        AdbServer(port=int(port)).start()
-    driver = AdbDriver(adbutils.AdbClient(host=host, port=int(port)), device)
+    chosen = _policy_for_run(policy, model, base_url, served_model, settings, prompt)
+    driver = _driver_for_run(device, adb_server or settings.adb_server, start_adb=start_adb)
     store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
     store.migrate()
     episode_settings = settings.episode.model_copy(update={"max_steps": max_steps} if max_steps else {})
@@ -156,6 +133,50 @@ def run_episode(
         typer.echo(f"answer: {episode.answer}")
     if episode.status.value != "succeeded":
         raise typer.Exit(1)
+
+
+def _policy_for_run(
+    kind: str,
+    model: Path | None,
+    base_url: str | None,
+    served_model: str | None,
+    settings: AgentSettings,
+    prompt: PromptSettings,
+) -> Policy:
+    """The policy ``uis1 run`` asked for: a vLLM server, or a checkpoint in process."""
+    if kind == "local":
+        if model is None:
+            raise typer.BadParameter("--policy local needs --model DIR")
+        from agent.local_policy import LocalPolicy
+
+        return LocalPolicy(model, prompt=prompt)
+    if kind == "vllm":
+        from agent.vllm_policy import VllmPolicy
+
+        updates = {k: v for k, v in {"base_url": base_url, "model": served_model}.items() if v}
+        return VllmPolicy(settings.policy.model_copy(update=updates), prompt=prompt)
+    raise typer.BadParameter("--policy is vllm or local")
+
+
+def _driver_for_run(serial: str, server: str | None, *, start_adb: bool) -> AdbDriver:
+    """A driver for ``serial`` through the adb server at ``server`` (else adb's own default); one is
+    started only with ``--start-adb``, and only on this machine."""
+    import adbutils
+
+    from devices.adb import AdbDriver
+    from devices.adb_server import AdbServer, default_server, server_answers
+
+    host, _, port = (server or default_server()).rpartition(":")
+    if not server_answers(host, int(port)):
+        if not (start_adb and host in ("127.0.0.1", "localhost")):
+            typer.echo(
+                f"error: no adb server answers at {host}:{port}: start one (`adb start-server`), "
+                "pass --start-adb, or name another with --adb-server",
+                err=True,
+            )
+            raise typer.Exit(2)
+        AdbServer(port=int(port)).start()
+    return AdbDriver(adbutils.AdbClient(host=host, port=int(port)), serial)
 
 
 trajectories_app = typer.Typer(

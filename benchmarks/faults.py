@@ -25,11 +25,7 @@ import argparse
 import base64
 import io
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -39,6 +35,7 @@ from typing import Any
 import httpx
 from machine import about, facts
 from PIL import Image
+from service import ServiceProcess
 
 from devices.adb_server import AdbServer
 from devices.ports import free_port
@@ -98,23 +95,6 @@ def one_colour_png(width: int, height: int) -> str:
     buf = io.BytesIO()
     Image.new("L", (width, height), 200).save(buf, format="PNG", optimize=True)
     return base64.b64encode(buf.getvalue()).decode()
-
-
-def start_service(workdir: Path, env: dict[str, str], base: str) -> subprocess.Popen[bytes]:
-    uis1 = str(Path(sys.executable).with_name("uis1"))
-    log = (workdir / "service.log").open("wb")
-    service = subprocess.Popen([uis1, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return service
-        except httpx.HTTPError:
-            pass
-        if service.poll() is not None:
-            break
-        time.sleep(0.3)
-    raise RuntimeError(f"the service did not start; see {workdir / 'service.log'}")
 
 
 def predict_freeze(
@@ -214,46 +194,25 @@ def main() -> None:
     print(f"machine: {about()}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="uis1-faults-"))
     hung = HungServer()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("UIS1_", "ANDROID_"))}
-    if args.service_checkout is not None:
-        env["PYTHONPATH"] = str(args.service_checkout.resolve())
-    uis1 = str(Path(sys.executable).with_name("uis1"))
-    key_line = subprocess.run(
-        [uis1, "keys", "generate", "bench"], capture_output=True, text=True, check=True, env=env
-    )
-    (workdir / "keys").write_text(key_line.stdout)
-    token = key_line.stdout.split()[2]
-    api_port = free_port()
     with AdbServer(port=free_port()) as adb, SimFleet(adb) as fleet:
         device = fleet.add(width=1080, height=2400)
-        env.update(
-            {
-                "UIS1_STORE__URL": f"sqlite:///{workdir / 'store.db'}",
-                "UIS1_STORE__SCREENSHOT_DIR": str(workdir / "screenshots"),
-                "UIS1_PORT": str(api_port),
-                "UIS1_API_KEYS_FILE": str(workdir / "keys"),
-                "UIS1_ADB_SERVERS": f'["127.0.0.1:{adb.port}"]',
-                "UIS1_POLICY__BASE_URL": f"http://127.0.0.1:{hung.port}",
-                "UIS1_POLICY__MODEL": "bench",
-                "UIS1_POLICY__TIMEOUT_S": str(args.policy_timeout),
-                "UIS1_EPISODE__SETTLE_S": "0",
-            }
-        )
-        base = f"http://127.0.0.1:{api_port}"
-        service = start_service(workdir, env, base)
+        service = ServiceProcess(
+            workdir,
+            port=free_port(),
+            adb_port=adb.port,
+            policy_url=f"http://127.0.0.1:{hung.port}",
+            checkout=args.service_checkout,
+            settings={"UIS1_POLICY__TIMEOUT_S": str(args.policy_timeout)},
+        ).start()
         try:
             print(
                 f"service {'from ' + str(args.service_checkout) if args.service_checkout else 'from this checkout'}, "
                 f"policy timeout {args.policy_timeout:g} s:",
                 flush=True,
             )
-            found = measure(base, token, device.serial)
+            found = measure(service.base, service.token, device.serial)
         finally:
-            service.send_signal(signal.SIGTERM)
-            try:
-                service.wait(30)
-            except subprocess.TimeoutExpired:
-                service.kill()
+            service.stop()
             hung.close()
     if args.json:
         print(json.dumps({"machine": facts(), "policy_timeout_s": args.policy_timeout, **found}, indent=2))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from typing import Any
 
 import httpx
 from machine import about
+from service import ServiceProcess
 
 from devices.ports import free_port
 
@@ -220,6 +220,7 @@ def main() -> None:
     adb.start()
     fleet = SimFleet(adb)
     processes: list[subprocess.Popen[bytes]] = []
+    service: ServiceProcess | None = None
     try:
         print(f"machine: {about()}", flush=True)
         print(f"starting {max(rounds)} simulated phones ({args.width}x{args.height}) ...", flush=True)
@@ -238,45 +239,22 @@ def main() -> None:
                 ]
             )
         )
-        uis1 = str(Path(sys.executable).with_name("uis1"))
-        key_line = subprocess.run(
-            [uis1, "keys", "generate", "bench"], capture_output=True, text=True, check=True
-        )
-        (workdir / "keys").write_text(key_line.stdout)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("UIS1_")}
-        env.update(
-            {
-                "UIS1_STORE__URL": args.store_url or f"sqlite:///{workdir / 'store.db'}",
-                "UIS1_STORE__SCREENSHOT_DIR": str(workdir / "screenshots"),
-                "UIS1_PORT": str(api_port),
-                "UIS1_API_KEYS_FILE": str(workdir / "keys"),
-                "UIS1_ADB_SERVERS": f'["127.0.0.1:{adb.port}"]',
-                "UIS1_POLICY__BASE_URL": f"http://127.0.0.1:{policy_port}",
-                "UIS1_POLICY__MODEL": "bench",
+        service = ServiceProcess(
+            workdir,
+            port=api_port,
+            adb_port=adb.port,
+            policy_url=f"http://127.0.0.1:{policy_port}",
+            checkout=args.service_checkout,
+            settings={
                 "UIS1_IMAGE_TRANSPORT": args.image_transport,
                 "UIS1_SCREENSHOT_CAPTURE": args.capture,
-                "UIS1_EPISODE__SETTLE_S": "0",
                 "UIS1_MAX_QUEUE": "1000",
                 "UIS1_READINESS_CHECKS": '["database"]',
-            }
+                **({"UIS1_STORE__URL": args.store_url} if args.store_url else {}),
+            },
         )
-        if args.service_checkout is not None:
-            env["PYTHONPATH"] = str(args.service_checkout.resolve())
-        log = (workdir / "service.log").open("wb")
-        service = subprocess.Popen([uis1, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
-        processes.append(service)
-        base = f"http://127.0.0.1:{api_port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the service did not start; see {workdir / 'service.log'}")
-            time.sleep(0.3)
-        token = key_line.stdout.split()[2]
+        service.start(ready="/readyz", timeout_s=60)
+        base, token = service.base, service.token
         results = []
 
         async def measure() -> None:
@@ -292,6 +270,8 @@ def main() -> None:
 
         asyncio.run(measure())
     finally:
+        if service is not None:
+            service.stop()
         for process in reversed(processes):
             process.send_signal(signal.SIGTERM)
             try:

@@ -9,10 +9,10 @@ the routes.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
@@ -31,8 +31,55 @@ from serve.validation import store_unavailable, validation_error
 log = logging.getLogger(__name__)
 
 
+ROUTERS = (
+    system.router,
+    tasks.router,
+    devices.router,
+    trajectories.router,
+    predict.router,
+    models.router,
+    jobs.router,
+    session.router,
+    viewer.router,
+)
+
+
 def create_app(settings: ServeSettings | None = None, *, policy: Policy | None = None) -> FastAPI:
     settings = settings or ServeSettings()
+    app = FastAPI(
+        title="UI-S1 Agent Service",
+        version="0.1.0",
+        description="Phone tasks run by the UI-S1 policy on Android devices. Every route but /healthz and "
+        "/readyz needs an API key (Authorization: Bearer KEY, or X-API-Key).",
+        lifespan=_lifespan(settings, policy),
+        # The schema is served behind a key like every other route (see below); no open docs pages.
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        exception_handlers={RequestValidationError: validation_error, OperationalError: store_unavailable},
+    )
+    # Outermost last: the request count, CORS (preflights carry no key), the key, the body limit.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(KeyCheck)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
+        )
+    app.middleware("http")(_count_requests)
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(key: AgentKey) -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    for router in ROUTERS:
+        app.include_router(router)
+    return app
+
+
+def _lifespan(
+    settings: ServeSettings, policy: Policy | None
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start the service's parts (``ServiceState``) before the first request; stop them after the last."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -47,55 +94,22 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
         finally:
             await state.close()
 
-    app = FastAPI(
-        title="UI-S1 Agent Service",
-        version="0.1.0",
-        description="Phone tasks run by the UI-S1 policy on Android devices. Every route but /healthz and "
-        "/readyz needs an API key (Authorization: Bearer KEY, or X-API-Key).",
-        lifespan=lifespan,
-        # The schema is served behind a key like every other route (see below); no open docs pages.
-        openapi_url=None,
-        docs_url=None,
-        redoc_url=None,
-        exception_handlers={RequestValidationError: validation_error, OperationalError: store_unavailable},
+    return lifespan
+
+
+async def _count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    """Count and log each request by route and status; an unhandled error is a logged 500."""
+    try:
+        response = await call_next(request)
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        metrics.HTTP_REQUESTS.labels(route=_route(request), status="500").inc()
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+    metrics.HTTP_REQUESTS.labels(route=_route(request), status=str(response.status_code)).inc()
+    log.info(
+        "request", extra={"method": request.method, "path": request.url.path, "status": response.status_code}
     )
-    # Outermost last: the request count, CORS (preflights carry no key), the key, the body limit.
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(KeyCheck)
-    if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
-        )
-
-    @app.middleware("http")
-    async def count_requests(request: Request, call_next):  # type: ignore[no-untyped-def]
-        try:
-            response = await call_next(request)
-        except Exception:
-            log.exception("unhandled error on %s %s", request.method, request.url.path)
-            metrics.HTTP_REQUESTS.labels(route=_route(request), status="500").inc()
-            return JSONResponse({"detail": "internal error"}, status_code=500)
-        metrics.HTTP_REQUESTS.labels(route=_route(request), status=str(response.status_code)).inc()
-        log.info(
-            "request",
-            extra={"method": request.method, "path": request.url.path, "status": response.status_code},
-        )
-        return response
-
-    @app.get("/openapi.json", include_in_schema=False)
-    async def openapi(key: AgentKey) -> JSONResponse:
-        return JSONResponse(app.openapi())
-
-    app.include_router(system.router)
-    app.include_router(tasks.router)
-    app.include_router(devices.router)
-    app.include_router(trajectories.router)
-    app.include_router(predict.router)
-    app.include_router(models.router)
-    app.include_router(jobs.router)
-    app.include_router(session.router)
-    app.include_router(viewer.router)
-    return app
+    return response
 
 
 def _route(request: Request) -> str:

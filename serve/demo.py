@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import typer
@@ -33,6 +33,13 @@ from agent.prompt import PromptSettings, TextPart, Turn
 from agent.settings import StoreSettings
 from devices.ports import free_port
 from serve.settings import ServeSettings
+
+if TYPE_CHECKING:
+    from devices.sim.fleet import SimDevice, SimFleet
+    from devices.sim.tasks import Task
+    from serve.client import AgentClient
+
+    Submitted = tuple[str, Task, SimDevice]  # task id, the task, its phone
 
 DEMO_TASKS = ("wifi_on", "reply_to_message", "add_alarm", "phone_number_question")
 
@@ -166,10 +173,10 @@ def run_demo(
     keep_running: bool = False,
     data_dir: Path | None = None,
 ) -> int:
-
+    """Phones, a policy and the service; a few tasks submitted, streamed, checked on the phone and
+    labelled with the check. Returns how many were not done."""
     from devices.adb_server import AdbServer
     from devices.sim.fleet import SimFleet
-    from devices.sim.tasks import TASKS, Outcome
 
     data = data_dir or Path(tempfile.mkdtemp(prefix="uis1-demo-"))
     data.mkdir(parents=True, exist_ok=True)
@@ -195,38 +202,11 @@ def run_demo(
         base = f"http://127.0.0.1:{settings.port}"
         typer.echo(f"service: {base}  (key: {token}; the API schema is at {base}/openapi.json)\n")
         from serve.client import AgentClient
-        from serve.schemas import StepResponse
 
         client = AgentClient(base, token, timeout=60)
-        submitted = []
-        for i, name in enumerate(DEMO_TASKS[: max(1, phones) * 2]):
-            task = TASKS[name].create(i)
-            device = fleet.devices[i % len(fleet.devices)]
-            task.initialize(device.phone)
-            if isinstance(choice.policy, SimExpertPolicy):
-                from agent.devkit.expert_policy import ExpertPolicy
-
-                choice.policy.experts[task.goal] = ExpertPolicy(task, device.phone)
-            created = client.create_task(task.goal, device={"serial": device.serial})
-            submitted.append((created.id, task, device))
-            typer.echo(f"submitted {created.id[:8]} on {device.phone.serial}: {task.goal}")
-        failures = 0
-        for task_id, task, device in submitted:
-            typer.echo(f"\n[{task_id[:8]}] {task.goal}")
-            for kind, payload in client.events(task_id):
-                if kind == "step" and isinstance(payload, StepResponse) and payload.revision == 1:
-                    what = json.dumps(payload.device_action) if payload.device_action else payload.parse_error
-                    typer.echo(f"  step {payload.index + 1}: {what}  (policy {payload.policy_s or 0:.2f}s)")
-                elif kind == "end" and isinstance(payload, dict):
-                    end = f": {payload['error']}" if payload.get("error") else ""
-                    typer.echo(f"  -> {payload['status']}{end}")
-            result = client.task(task_id)
-            ok = task.is_successful(device.phone, Outcome(answer=result.answer))
-            failures += not ok
-            # The check is a trusted label: this episode can become training data (`uis1 retrain`).
-            client.feedback(task_id, "success" if ok else "failure", source="checker")
-            typer.echo(f"  checked on the phone: {'done' if ok else 'not done'}")
-            typer.echo(f"  viewer: {base}/viewer/tasks/{task_id}#key={token}")
+        submitted = _submit(client, fleet, choice, count=max(1, phones) * 2)
+        viewer = f"{base}/viewer/tasks/{{}}#key={token}"
+        failures = sum(not _watch_and_check(client, *one, viewer=viewer) for one in submitted)
         typer.echo(f"\n{len(submitted) - failures}/{len(submitted)} tasks done with {choice.name}.")
         typer.echo(f"trajectories are kept in {data}; the viewer links need the service: add --keep-running")
         if keep_running:
@@ -234,3 +214,46 @@ def run_demo(
         stop_service(server, thread, keep_running=keep_running)
         asyncio.run(choice.policy.aclose())
     return failures
+
+
+def _submit(client: AgentClient, fleet: SimFleet, choice: Choice, *, count: int) -> list[Submitted]:
+    """The demo's tasks, each set up on a phone (round robin) and submitted through the API."""
+    from devices.sim.tasks import TASKS
+
+    submitted = []
+    for i, name in enumerate(DEMO_TASKS[:count]):
+        task = TASKS[name].create(i)
+        device = fleet.devices[i % len(fleet.devices)]
+        task.initialize(device.phone)
+        if isinstance(choice.policy, SimExpertPolicy):
+            from agent.devkit.expert_policy import ExpertPolicy
+
+            choice.policy.experts[task.goal] = ExpertPolicy(task, device.phone)
+        created = client.create_task(task.goal, device={"serial": device.serial})
+        submitted.append((created.id, task, device))
+        typer.echo(f"submitted {created.id[:8]} on {device.phone.serial}: {task.goal}")
+    return submitted
+
+
+def _watch_and_check(
+    client: AgentClient, task_id: str, task: Task, device: SimDevice, *, viewer: str
+) -> bool:
+    """Print a task's steps as they stream, check the phone, and label the task with the check."""
+    from devices.sim.tasks import Outcome
+    from serve.schemas import StepResponse
+
+    typer.echo(f"\n[{task_id[:8]}] {task.goal}")
+    for kind, payload in client.events(task_id):
+        if kind == "step" and isinstance(payload, StepResponse) and payload.revision == 1:
+            what = json.dumps(payload.device_action) if payload.device_action else payload.parse_error
+            typer.echo(f"  step {payload.index + 1}: {what}  (policy {payload.policy_s or 0:.2f}s)")
+        elif kind == "end" and isinstance(payload, dict):
+            end = f": {payload['error']}" if payload.get("error") else ""
+            typer.echo(f"  -> {payload['status']}{end}")
+    result = client.task(task_id)
+    ok = task.is_successful(device.phone, Outcome(answer=result.answer))
+    # The check is a trusted label: this episode can become training data (`uis1 retrain`).
+    client.feedback(task_id, "success" if ok else "failure", source="checker")
+    typer.echo(f"  checked on the phone: {'done' if ok else 'not done'}")
+    typer.echo(f"  viewer: {viewer.format(task_id)}")
+    return ok

@@ -26,7 +26,7 @@ from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry, RegistryError
 from agent.store import EpisodeQuery, TrajectoryStore
 from agent.trajectory import Episode, EpisodeStatus, utcnow
-from devices.pool import DevicePool, NoDeviceAvailable
+from devices.pool import DevicePool, Lease, NoDeviceAvailable
 from serve import metrics
 from serve.cluster import Cluster, device_key
 from serve.controls import RunningEpisode, TaskControls
@@ -189,26 +189,12 @@ class TaskRunner:
                 await self.pool.refresh()
 
     async def _try_start(self, episode: Episode) -> None:
+        """Start a pending episode if a matching phone is free here and in the cluster; its model
+        version is pinned now. Does nothing (it stays pending) when no phone is free or a swap holds."""
         request = TaskRequest.model_validate(episode.extra.get("request") or {"goal": episode.goal})
-        selector = request.device
-        elsewhere: set[str] = set()  # devices another replica holds
-        while True:
-            try:
-                lease = await self.pool.acquire(
-                    holder=episode.id,
-                    serial=selector.serial,
-                    model=selector.model,
-                    labels=selector.labels,
-                    ttl_s=self.settings.lease_ttl_s,
-                    exclude=elsewhere,
-                )
-            except NoDeviceAvailable:
-                return
-            key = device_key(self.pool.devices[lease.serial].server, lease.serial)
-            if await asyncio.to_thread(self.cluster.lease, key, episode.id):
-                break
-            elsewhere.add(lease.serial)
-            await self.pool.release(lease.id)
+        lease = await self._lease_for(episode.id, request)
+        if lease is None:
+            return
         started = episode.model_copy(update={"status": EpisodeStatus.RUNNING, "started_at": utcnow()})
         if not await asyncio.to_thread(self.store.transition, started, EpisodeStatus.PENDING):
             # Another replica started it, or a client cancelled it, in between.
@@ -252,6 +238,28 @@ class TaskRunner:
         self._running[episode.id] = RunningEpisode(episode.id, cancel, task, takeover)
         self._queue_depth = max(0, self._queue_depth - 1)
         self._update_gauges()
+
+    async def _lease_for(self, holder: str, request: TaskRequest) -> Lease | None:
+        """A free phone matching the request, leased here and in the cluster (None: none is free)."""
+        selector = request.device
+        elsewhere: set[str] = set()  # devices another replica holds
+        while True:
+            try:
+                lease = await self.pool.acquire(
+                    holder=holder,
+                    serial=selector.serial,
+                    model=selector.model,
+                    labels=selector.labels,
+                    ttl_s=self.settings.lease_ttl_s,
+                    exclude=elsewhere,
+                )
+            except NoDeviceAvailable:
+                return None
+            key = device_key(self.pool.devices[lease.serial].server, lease.serial)
+            if await asyncio.to_thread(self.cluster.lease, key, holder):
+                return lease
+            elsewhere.add(lease.serial)
+            await self.pool.release(lease.id)
 
     async def _keep_alive(self) -> None:
         """Renew this replica's device leases, apply control requests, sweep dead replicas' episodes."""

@@ -55,25 +55,14 @@ class ServiceState:
     @classmethod
     async def start(cls, settings: ServeSettings, policy: Policy | None = None) -> ServiceState:
         """Every part, started; ``policy`` replaces the one the settings name (tests, the demo)."""
-        store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
-        store.migrate()
-        keys = KeyStore(store.engine)
-        keys.migrate()
-        if settings.api_keys_file is not None:
-            active, revoked = sync_keys_file(keys, settings.api_keys_file)
-            log.info("keys file %s: %d key(s) active, %d revoked", settings.api_keys_file, active, revoked)
+        store, keys = _open_stores(settings)
         pool = DevicePool(
             PoolSettings(
                 servers=settings.adb_servers, driver=DriverSettings(capture=settings.screenshot_capture)
             )
         )
         await pool.start()
-        prompt = settings.prompt_settings()
-        if policy is None and settings.policy_backend == "local" and settings.local_model_dir is not None:
-            # a checkpoint in process is served with the system prompt it was trained with
-            prompt = dataclasses.replace(
-                prompt, system_prompt=checkpoint_system_prompt(settings.local_model_dir)
-            )
+        prompt = _serving_prompt(settings, given=policy is not None)
         registry = ModelRegistry(store.engine)
         chosen = policy or make_policy(settings, prompt, registry)
         runner = TaskRunner(
@@ -96,15 +85,7 @@ class ServiceState:
         swap = swap_controller(settings, store, registry, chosen, prompt, given=policy is not None)
         runner.versions.swap = swap
         scheduler = Scheduler(jobs, settings.scheduler, on_job_end=_after_job(swap))
-        background = []
-        if swap is not None and settings.swap.auto_promote:
-            background.append(asyncio.create_task(swap.watch(), name="promotion-watcher"))
-        if settings.scheduler.enabled:
-            background.append(asyncio.create_task(scheduler.run(), name="retrain-scheduler"))
-        if policy is None and settings.image_transport == "auto" and settings.policy_backend == "vllm":
-            background.append(
-                asyncio.create_task(settle_image_transport(settings, runner.versions), name="image-check")
-            )
+        background = _background_tasks(settings, swap, scheduler, runner, given=policy is not None)
         return cls(
             settings=settings,
             store=store,
@@ -209,3 +190,44 @@ def _after_job(swap: SwapController | None) -> Callable[[Job], Awaitable[None]]:
             await swap.gate_and_promote(str(candidate))
 
     return run
+
+
+def _open_stores(settings: ServeSettings) -> tuple[TrajectoryStore, KeyStore]:
+    """The trajectory store and the key store on its database, migrated; the keys file applied."""
+    store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
+    store.migrate()
+    keys = KeyStore(store.engine)
+    keys.migrate()
+    if settings.api_keys_file is not None:
+        active, revoked = sync_keys_file(keys, settings.api_keys_file)
+        log.info("keys file %s: %d key(s) active, %d revoked", settings.api_keys_file, active, revoked)
+    return store, keys
+
+
+def _serving_prompt(settings: ServeSettings, *, given: bool) -> PromptSettings:
+    """The service's prompt; a checkpoint served in process keeps the system prompt it was trained with."""
+    prompt = settings.prompt_settings()
+    if not given and settings.policy_backend == "local" and settings.local_model_dir is not None:
+        prompt = dataclasses.replace(prompt, system_prompt=checkpoint_system_prompt(settings.local_model_dir))
+    return prompt
+
+
+def _background_tasks(
+    settings: ServeSettings,
+    swap: SwapController | None,
+    scheduler: Scheduler,
+    runner: TaskRunner,
+    *,
+    given: bool,
+) -> list[asyncio.Task[None]]:
+    """The promotion watcher, the retraining scheduler and the image-transport check, as configured."""
+    background = []
+    if swap is not None and settings.swap.auto_promote:
+        background.append(asyncio.create_task(swap.watch(), name="promotion-watcher"))
+    if settings.scheduler.enabled:
+        background.append(asyncio.create_task(scheduler.run(), name="retrain-scheduler"))
+    if not given and settings.image_transport == "auto" and settings.policy_backend == "vllm":
+        background.append(
+            asyncio.create_task(settle_image_transport(settings, runner.versions), name="image-check")
+        )
+    return background

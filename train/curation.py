@@ -151,54 +151,85 @@ def curate(
     """Curate ``episodes`` (oldest first) into ``out_dir``. ``previous`` is the manifest of the last
     curated set: the new manifest says how many training episodes it did not have."""
     s = settings or CurationSettings()
-    dropped: Counter[str] = Counter()
-    cuts: Counter[str] = Counter()
-    sources: Counter[str] = Counter()
+    counts = _Counts()
     seen: set[str] = set()
     train: list[Episode] = []
     holdout: list[Episode] = []
-    considered = 0
     for episode in episodes:
-        considered += 1
-        if not episode.status.finished:
-            dropped["not finished"] += 1
+        counts.considered += 1
+        expert = _expert_copy(episode, s, counts)
+        if expert is None:
             continue
-        if not trusted(episode, s):
-            dropped[
-                "no trusted label"
-                if label_source(episode) is None
-                else f"untrusted label ({label_source(episode)})"
-            ] += 1
-            continue
-        if not episode.is_successful and not s.use_corrections:
-            dropped["failed"] += 1
-            continue
-        steps, cut = expert_steps(episode)
-        if not steps and cut == "failed without corrections":
-            dropped[cut] += 1
-            continue
-        if cut:
-            cuts[cut] += 1
-        if len(steps) < s.min_steps:
-            dropped["too few usable steps"] += 1
-            continue
-        kind = "successful" if episode.is_successful else "corrected"
-        expert = episode.model_copy(
-            update={
-                "steps": steps,
-                "extra": {},
-                "labels": {**episode.labels, "source_episode": episode.id, "curated_as": kind},
-            }
-        )
         key = _dedupe_key(expert)
         if key in seen:
-            dropped["duplicate"] += 1
+            counts.dropped["duplicate"] += 1
             continue
         seen.add(key)
-        sources[label_source(episode) or "?"] += 1
+        counts.sources[label_source(episode) or "?"] += 1
         (holdout if is_held_out(episode.goal, s) else train).append(expert)
         if len(train) + len(holdout) >= s.max_episodes:
             break
+    manifest = _write(out_dir, train, holdout, s, counts, previous)
+    log.info(
+        "curated %d training and %d held-out episodes from %d (%d new)",
+        len(train),
+        len(holdout),
+        counts.considered,
+        manifest["new_train"],
+    )
+    return CuratedSet(out_dir, train, holdout, manifest)
+
+
+@dataclass
+class _Counts:
+    """What curation saw: episodes considered, dropped (by reason), cut short, and label sources."""
+
+    considered: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    cuts: Counter[str] = field(default_factory=Counter)
+    sources: Counter[str] = field(default_factory=Counter)
+
+
+def _expert_copy(episode: Episode, s: CurationSettings, counts: _Counts) -> Episode | None:
+    """The episode as training data (its expert steps only), or None with the reason counted."""
+    if not episode.status.finished:
+        counts.dropped["not finished"] += 1
+        return None
+    if not trusted(episode, s):
+        source = label_source(episode)
+        counts.dropped["no trusted label" if source is None else f"untrusted label ({source})"] += 1
+        return None
+    if not episode.is_successful and not s.use_corrections:
+        counts.dropped["failed"] += 1
+        return None
+    steps, cut = expert_steps(episode)
+    if not steps and cut == "failed without corrections":
+        counts.dropped[cut] += 1
+        return None
+    if cut:
+        counts.cuts[cut] += 1
+    if len(steps) < s.min_steps:
+        counts.dropped["too few usable steps"] += 1
+        return None
+    kind = "successful" if episode.is_successful else "corrected"
+    return episode.model_copy(
+        update={
+            "steps": steps,
+            "extra": {},
+            "labels": {**episode.labels, "source_episode": episode.id, "curated_as": kind},
+        }
+    )
+
+
+def _write(
+    out_dir: Path,
+    train: list[Episode],
+    holdout: list[Episode],
+    s: CurationSettings,
+    counts: _Counts,
+    previous: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Write the two JSONL files and the manifest (what was kept, dropped and why); returns it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
     for name, items in (("train.jsonl", train), ("holdout.jsonl", holdout)):
@@ -210,26 +241,19 @@ def curate(
     manifest = {
         "created_at": utcnow().isoformat(),
         "settings": s.model_dump(),
-        "considered": considered,
+        "considered": counts.considered,
         "train": len(train),
         "holdout": len(holdout),
         "steps": sum(len(e.steps) for e in train),
         "new_train": len([i for i in train_ids if i not in before]),
-        "label_sources": dict(sources),
-        "dropped": dict(dropped),
-        "cut": dict(cuts),
+        "label_sources": dict(counts.sources),
+        "dropped": dict(counts.dropped),
+        "cut": dict(counts.cuts),
         "files": files,
         "episodes": {"train": train_ids, "holdout": [e.labels["source_episode"] for e in holdout]},
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    log.info(
-        "curated %d training and %d held-out episodes from %d (%d new)",
-        len(train),
-        len(holdout),
-        considered,
-        manifest["new_train"],
-    )
-    return CuratedSet(out_dir, train, holdout, manifest)
+    return manifest
 
 
 def _record(episode: Episode) -> dict[str, Any]:

@@ -212,15 +212,9 @@ def _run_job(
     *,
     progress: bool,
 ) -> Job:
-    resumed = abandoned is not None and Path(abandoned.detail.get("job_dir", "/nonexistent")).is_dir()
-    job_dir = (
-        Path(abandoned.detail["job_dir"]) if resumed and abandoned else config.work_dir / "jobs" / job.id
-    )
-    job_dir.mkdir(parents=True, exist_ok=True)
-    jobs.update(
-        job.id,
-        detail={"job_dir": str(job_dir), **({"resumed_from": abandoned.id} if resumed and abandoned else {})},
-    )
+    """Curate, train each stage, evaluate against the parent, register the candidate; the job's
+    record follows each stage (and a job left behind by a crash is resumed in its own directory)."""
+    job_dir = _job_dir(config, job, abandoned, jobs)
     parent = _starting_version(config, registry)
     curated = _curate(config, job_dir, jobs, progress)
     jobs.update(
@@ -242,6 +236,44 @@ def _run_job(
         log.info("retraining skipped: %s", reason)
         return jobs.update(job.id, status=JobStatus.SKIPPED, reason=reason)
 
+    checkpoint, configs = _train_stages(config, job, jobs, curated, parent, job_dir, progress)
+    jobs.update(job.id, detail={"stage": "evaluate", "checkpoint": str(checkpoint)})
+    evaluation = evaluate_both(config, curated, job_dir, checkpoint, parent, registry, progress)
+    candidate = _register(config, job, checkpoint, parent, registry, configs, curated, evaluation)
+    log.info("registered candidate %s (parent %s)", candidate.name, parent.name)
+    return jobs.update(
+        job.id,
+        status=JobStatus.SUCCEEDED,
+        reason=f"registered candidate {candidate.name}",
+        detail={"candidate": candidate.name, "stage": "done", "evaluation": evaluation},
+    )
+
+
+def _job_dir(config: RetrainConfig, job: Job, abandoned: Job | None, jobs: JobStore) -> Path:
+    """The job's working directory: the abandoned job's, when one is resumed, else a new one."""
+    resumed = abandoned is not None and Path(abandoned.detail.get("job_dir", "/nonexistent")).is_dir()
+    job_dir = (
+        Path(abandoned.detail["job_dir"]) if resumed and abandoned else config.work_dir / "jobs" / job.id
+    )
+    job_dir.mkdir(parents=True, exist_ok=True)
+    jobs.update(
+        job.id,
+        detail={"job_dir": str(job_dir), **({"resumed_from": abandoned.id} if resumed and abandoned else {})},
+    )
+    return job_dir
+
+
+def _train_stages(
+    config: RetrainConfig,
+    job: Job,
+    jobs: JobStore,
+    curated: CuratedSet,
+    parent: ModelVersion,
+    job_dir: Path,
+    progress: bool,
+) -> tuple[Path, dict[str, Any]]:
+    """Each stage in turn from the parent's weights on the curated data (and the extra sources);
+    returns the last checkpoint and each stage's resolved config."""
     start = Path(parent.weights or "")
     data = {
         "sources": [
@@ -250,21 +282,32 @@ def _run_job(
         ],
         "val_fraction": 0.0,
     }
-    configs = {}
+    configs: dict[str, Any] = {}
     for stage in config.stages:
         stage_config = config.stage_config(stage, start, job_dir / stage, data, parent.name)
         configs[stage] = stage_config.model_dump(mode="json")
         jobs.update(job.id, detail={"stage": stage})
         start = _train(stage, stage_config, progress)
-    jobs.update(job.id, detail={"stage": "evaluate", "checkpoint": str(start)})
+    return start, configs
 
-    evaluation = evaluate_both(config, curated, job_dir, start, parent, registry, progress)
-    name = f"{config.version_prefix}-{utcnow():%Y%m%d-%H%M%S}-{job.id[:6]}"
+
+def _register(
+    config: RetrainConfig,
+    job: Job,
+    checkpoint: Path,
+    parent: ModelVersion,
+    registry: ModelRegistry,
+    configs: dict[str, Any],
+    curated: CuratedSet,
+    evaluation: dict[str, Any],
+) -> ModelVersion:
+    """The checkpoint as a candidate version (an adapter, or full weights under the served name),
+    with its lineage, training configs, data manifest and evaluation."""
     from train.checkpoints import model_and_adapter, read_record
 
-    base, adapter = model_and_adapter(start)
-    record = read_record(start)
-    candidate = registry.register(
+    name = f"{config.version_prefix}-{utcnow():%Y%m%d-%H%M%S}-{job.id[:6]}"
+    base, adapter = model_and_adapter(checkpoint)
+    return registry.register(
         name,
         served_name=None if adapter else config.served_name,
         kind=Kind.ADAPTER if adapter else Kind.FULL,
@@ -276,17 +319,10 @@ def _run_job(
             "job": job.id,
             "stages": list(config.stages),
             "training": configs,
-            "metrics": record.get("metrics", {}),
+            "metrics": read_record(checkpoint).get("metrics", {}),
             "data_manifest": curated.manifest | {"episodes": None},
             "evaluation": evaluation,
         },
-    )
-    log.info("registered candidate %s (parent %s)", candidate.name, parent.name)
-    return jobs.update(
-        job.id,
-        status=JobStatus.SUCCEEDED,
-        reason=f"registered candidate {candidate.name}",
-        detail={"candidate": candidate.name, "stage": "done", "evaluation": evaluation},
     )
 
 

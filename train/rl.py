@@ -223,19 +223,7 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
                 metrics.update({f"val_sop_{k}": result[k] for k in ("pg", "tsr", "score")})
             if run.is_main:
                 tracker.log(run.step, metrics)
-                if not metrics["groups"]:
-                    log.warning(
-                        "step %d: dynamic sampling dropped all %d groups drawn (their rollouts did equally "
-                        "well), so nothing was learned; lower dynamic_sampling.eta or raise rollout.n",
-                        run.step,
-                        metrics["groups_dropped"],
-                    )
-                if run.step == 1 and metrics["format_rate"] == 0 and config.rollout.reward == "paper":
-                    log.warning(
-                        "no sampled response had a non-empty think block: the paper-form reward gives "
-                        "every sample 0, so nothing is learned; train SFT with thoughts or set "
-                        "rollout.reward: code"
-                    )
+                _warn_if_nothing_learned(config, run.step, metrics)
             if run.step % config.save_every == 0 or run.step == total:
                 save(config, run, stream.position, metrics, "semi-online-rl")
             if bar is not None:
@@ -247,6 +235,23 @@ def train_rl(config: RLConfig, *, progress: bool = True) -> Path:
             bar.close()
         tracker.close()
     return run.dir
+
+
+def _warn_if_nothing_learned(config: RLConfig, step: int, metrics: dict[str, Any]) -> None:
+    """Say so when a step could not learn anything, and what to change."""
+    if not metrics["groups"]:
+        log.warning(
+            "step %d: dynamic sampling dropped all %d groups drawn (their rollouts did equally "
+            "well), so nothing was learned; lower dynamic_sampling.eta or raise rollout.n",
+            step,
+            metrics["groups_dropped"],
+        )
+    if step == 1 and metrics["format_rate"] == 0 and config.rollout.reward == "paper":
+        log.warning(
+            "no sampled response had a non-empty think block: the paper-form reward gives "
+            "every sample 0, so nothing is learned; train SFT with thoughts or set "
+            "rollout.reward: code"
+        )
 
 
 def progress_fields(metrics: dict[str, Any]) -> dict[str, str]:

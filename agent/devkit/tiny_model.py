@@ -76,17 +76,52 @@ SMALL = TinyModelSpec(
 MODEL_SIZES: dict[str, TinyModelSpec] = {"tiny": TinyModelSpec(), "small": SMALL}
 
 
+# Real checkpoints also carry these text fields at the top level, where older readers look.
+TOP_LEVEL_TEXT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "rms_norm_eps",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+)
+
+
 def _build_config(spec: TinyModelSpec, tokenizer: Any) -> Any:
     from transformers import Qwen2_5_VLConfig
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     if len(tokenizer) > spec.model_vocab:
         raise ValueError(f"tokenizer has {len(tokenizer)} tokens, more than model_vocab={spec.model_vocab}")
+    text = _text_config(spec, ids)
+    config = Qwen2_5_VLConfig(
+        text_config=text,
+        vision_config=_vision_config(spec),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+    )
+    config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
+    for key in TOP_LEVEL_TEXT_FIELDS:
+        setattr(config, key, text[key])
+    config.dtype = spec.dtype
+    return config
+
+
+def _text_config(spec: TinyModelSpec, ids: dict[str, int]) -> dict[str, Any]:
+    """The language model's config, as Qwen2.5-VL's text_config holds it."""
     head_dim = spec.hidden // spec.heads
     # M-RoPE splits the rotary half-dimensions between time, height and width.
     half = head_dim // 2
     mrope = [half // 4, (half - half // 4) // 2, half - half // 4 - (half - half // 4) // 2]
-    text = {
+    return {
         "vocab_size": spec.model_vocab,
         "hidden_size": spec.hidden,
         "intermediate_size": spec.intermediate,
@@ -103,7 +138,11 @@ def _build_config(spec: TinyModelSpec, tokenizer: Any) -> Any:
         "pad_token_id": ids["<|endoftext|>"],
         "tie_word_embeddings": False,
     }
-    vision = {
+
+
+def _vision_config(spec: TinyModelSpec) -> dict[str, Any]:
+    """The vision tower's config: Qwen2.5-VL's patching and merging, at the spec's size."""
+    return {
         "depth": spec.vision_depth,
         "hidden_size": spec.vision_hidden,
         "intermediate_size": spec.vision_intermediate,
@@ -118,33 +157,6 @@ def _build_config(spec: TinyModelSpec, tokenizer: Any) -> Any:
         "tokens_per_second": 2,
         "hidden_act": "silu",
     }
-    config = Qwen2_5_VLConfig(
-        text_config=text,
-        vision_config=vision,
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=False,
-    )
-    config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
-    # Real checkpoints also carry the text fields at the top level, where older readers look.
-    for key in (
-        "vocab_size",
-        "hidden_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "intermediate_size",
-        "max_position_embeddings",
-        "rms_norm_eps",
-        "bos_token_id",
-        "eos_token_id",
-        "pad_token_id",
-    ):
-        setattr(config, key, text[key])
-    config.dtype = spec.dtype
-    return config
 
 
 def _save_processor(spec: TinyModelSpec, tokenizer: Any, out: Path) -> None:

@@ -55,75 +55,78 @@ CHAT_TEMPLATE = (
 QWEN2_SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
 
+APPS = ("Settings", "Contacts", "Messages", "Clock", "Notes", "Browser", "Shop", "Files", "Camera")
+# Words of goals, thoughts and screens, for the merges.
+WORDS = (
+    "turn",
+    "on",
+    "off",
+    "Wi-Fi",
+    "Bluetooth",
+    "brightness",
+    "dark",
+    "mode",
+    "alarm",
+    "reply",
+    "to",
+    "Anna",
+    "send",
+    "message",
+    "search",
+    "for",
+    "open",
+    "the",
+    "app",
+    "add",
+    "to",
+    "cart",
+    "checkout",
+    "name",
+    "address",
+    "save",
+    "delete",
+    "back",
+    "home",
+    "scroll",
+    "down",
+    "up",
+    "list",
+    "item",
+    "button",
+    "menu",
+    "settings",
+    "network",
+    "battery",
+    "display",
+    "sound",
+    "notification",
+    "contact",
+    "call",
+    "new",
+    "note",
+    "title",
+)
+
+
 def corpus(seed: int) -> list[str]:
     """Text the tokenizer learns its merges from: the prompt, responses and phone-screen words."""
     rng = random.Random(seed)
-    apps = ["Settings", "Contacts", "Messages", "Clock", "Notes", "Browser", "Shop", "Files", "Camera"]
-    words = [
-        "turn",
-        "on",
-        "off",
-        "Wi-Fi",
-        "Bluetooth",
-        "brightness",
-        "dark",
-        "mode",
-        "alarm",
-        "reply",
-        "to",
-        "Anna",
-        "send",
-        "message",
-        "search",
-        "for",
-        "open",
-        "the",
-        "app",
-        "add",
-        "to",
-        "cart",
-        "checkout",
-        "name",
-        "address",
-        "save",
-        "delete",
-        "back",
-        "home",
-        "scroll",
-        "down",
-        "up",
-        "list",
-        "item",
-        "button",
-        "menu",
-        "settings",
-        "network",
-        "battery",
-        "display",
-        "sound",
-        "notification",
-        "contact",
-        "call",
-        "new",
-        "note",
-        "title",
-    ]
     lines = [SYSTEM_PROMPT, FORMAT_REMINDER, ANSWER_NOTE]
     for i in range(1500):
         action = ACTION_TYPES[i % len(ACTION_TYPES)]
         name = action.model_fields["action"].default
-        think = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
+        think = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 14)))
         args = {
             "coordinate": [rng.randint(0, 1092), rng.randint(0, 2408)],
             "coordinate2": [rng.randint(0, 1092), rng.randint(0, 2408)],
-            "text": rng.choice(apps) if name == "open" else " ".join(rng.sample(words, 3)),
+            "text": rng.choice(APPS) if name == "open" else " ".join(rng.sample(WORDS, 3)),
             "time": rng.randint(1, 5),
             "button": rng.choice(["Back", "Home", "Menu", "Enter"]),
             "status": rng.choice(["success", "failure"]),
         }
         body = json.dumps({"action": name, **{a: args[a] for a in action.arguments}})
         lines.append(f"<think>\n{think}\n</think>\n<action>\n{body}\n</action>")
-        lines.append(f"User Instruction: {rng.choice(words)} {rng.choice(apps)} {i}")
+        lines.append(f"User Instruction: {rng.choice(WORDS)} {rng.choice(APPS)} {i}")
     lines.append(
         "ABCDEFGHIJKLMNOPQRSTUVWXYZ abcdefghijklmnopqrstuvwxyz 0123456789 !?.,;:'\"()[]{}<>/\\|@#$%^&*-_=+~`"
     )

@@ -12,13 +12,24 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
-from devices.sim import render
+from devices.sim import chrome, render
 from devices.sim.apps import APP_CLASSES, App
 from devices.sim.display import PHYSICAL_DENSITY, STANDARD, DisplayProfile, arranged
 from devices.sim.faults import Faults
+from devices.sim.keys import (
+    KEY_BACK,
+    KEY_DEL,
+    KEY_ENTER,
+    KEY_HOME,
+    KEY_MENU,
+    KEY_PASTE,
+    KEY_POWER,
+    KEY_SLEEP,
+    KEY_SPACE,
+    KEY_WAKEUP,
+)
 from devices.sim.screen import Dialog, Screen, TextField
 from devices.sim.ui import View, hierarchy_xml, hit
 
@@ -27,14 +38,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-KEYBOARD_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
 ADB_KEYBOARD_IME = "com.android.adbkeyboard/.AdbIME"
 U2_IME = "com.github.uiautomator/.AdbKeyboard"
 LATIN_IME = "com.android.inputmethod.latin/.LatinIME"
-
-# Android key codes the phone reacts to.
-KEY_HOME, KEY_BACK, KEY_MENU, KEY_ENTER, KEY_DEL, KEY_SPACE, KEY_TAB = 3, 4, 82, 66, 67, 62, 61
-KEY_WAKEUP, KEY_SLEEP, KEY_POWER, KEY_APP_SWITCH, KEY_PASTE = 224, 223, 26, 187, 279
 
 
 @dataclass(frozen=True)
@@ -224,13 +230,17 @@ class SimPhone:
                 return
             view = hit(self.view(), x, y)
             if view is not None:
-                if view.kind not in ("edit", "key") and self.focused is not None and not self._on_keyboard(y):
+                if (
+                    view.kind not in ("edit", "key")
+                    and self.focused is not None
+                    and not chrome.on_keyboard(self, y)
+                ):
                     self.focused = None
                 if view.on_tap_at is not None:
                     view.on_tap_at(x, y)
                 elif view.on_tap is not None:
                     view.on_tap()
-            elif self.focused is not None and not self._on_keyboard(y):
+            elif self.focused is not None and not chrome.on_keyboard(self, y):
                 self.focused = None
             self._changed("tap")
 
@@ -299,200 +309,22 @@ class SimPhone:
             self._changed(f"key {code}")
 
     # -- output --------------------------------------------------------------------------------
-    def _on_keyboard(self, y: int) -> bool:
-        return self.focused is not None and self._keyboard_top() <= y < self._nav_top()
-
-    def _status_height(self) -> int:
-        return round(96 * self.width / 1080)
-
-    def _nav_top(self) -> int:
-        return self.height - round(144 * self.width / 1080)
-
-    def _keyboard_top(self) -> int:
-        return self._nav_top() - round(760 * self.width / 1080)
-
     def view(self) -> View:
         """The whole screen as a view tree: status bar, app, dialog, keyboard, navigation bar."""
         with self.lock:
-            w, h = self.width, self.height
-            theme = self.theme
-            root = View("frame", (0, 0, w, h), fill=theme.background)
-            status = View(
-                "frame",
-                (0, 0, w, self._status_height()),
-                rid="com.android.systemui:id/status_bar",
-                fill=theme.bar,
-            )
-            clock = self.clock or time.strftime("%H:%M")
-            status.add(
-                View(
-                    "text",
-                    status.bounds,
-                    text=clock,
-                    size=round(40 * w / 1080),
-                    ink=theme.ink,
-                    rid="com.android.systemui:id/clock",
-                )
-            )
-            icons = " ".join(
-                t
-                for t, on in (
-                    ("Wi-Fi", self.settings.wifi),
-                    ("BT", self.settings.bluetooth),
-                    ("✈", self.settings.airplane),
-                )
-                if on
-            )
-            status.add(
-                View(
-                    "text", status.bounds, text=icons, size=round(36 * w / 1080), align="right", ink=theme.ink
-                )
-            )
-            root.add(status)
-            bottom = self._keyboard_top() if self.focused is not None else self._nav_top()
-            screen = Screen(self, self.foreground.package, self._status_height(), bottom)
+            root = View("frame", (0, 0, self.width, self.height), fill=self.theme.background)
+            root.add(chrome.status_bar(self))
+            bottom = chrome.keyboard_top(self) if self.focused is not None else chrome.nav_top(self)
+            screen = Screen(self, self.foreground.package, chrome.status_height(self), bottom)
             self.foreground.build(screen)
             root.add(screen.root)
             dialog = self.dialog or screen.dialog
             if dialog is not None:
-                root.add(self._dialog_view(dialog))
+                root.add(chrome.dialog_panel(self, dialog))
             if self.focused is not None:
-                root.add(self._keyboard_view())
-            root.add(self._nav_view())
+                root.add(chrome.keyboard(self))
+            root.add(chrome.navigation_bar(self))
             return root
-
-    def _dialog_view(self, dialog: Dialog) -> View:
-        w, h = self.width, self.height
-        s = w / 1080 * min(self.ui_scale, 1.8)  # the panel stays inside the screen at large scales
-        scrim = View("frame", (0, self._status_height(), w, self._nav_top()), fill="#5f6368")
-        panel = View(
-            "frame",
-            (round(80 * s), h // 2 - round(360 * s), w - round(80 * s), h // 2 + round(360 * s)),
-            fill=self.theme.background,
-            rid="android:id/parentPanel",
-        )
-        left, top, right, _ = panel.bounds
-        panel.add(
-            View(
-                "text",
-                (left, top + round(40 * s), right, top + round(160 * s)),
-                text=dialog.title,
-                size=round(56 * s),
-                rid="android:id/alertTitle",
-                ink=self.theme.ink,
-            )
-        )
-        panel.add(
-            View(
-                "text",
-                (left, top + round(180 * s), right, top + round(400 * s)),
-                text=dialog.message,
-                size=round(42 * s),
-                rid="android:id/message",
-                ink=self.theme.ink,
-            )
-        )
-        count = max(1, len(dialog.buttons))
-        width = (right - left) // count
-        for i, (label, handler) in enumerate(dialog.buttons):
-
-            def press(handler: Callable[[], None] = handler) -> None:
-                self.dialog = None
-                handler()
-
-            panel.add(
-                View(
-                    "button",
-                    (left + i * width, top + round(520 * s), left + (i + 1) * width, top + round(680 * s)),
-                    text=label,
-                    on_tap=press,
-                    align="center",
-                    size=round(46 * s),
-                    rid=f"android:id/button{i + 1}",
-                )
-            )
-        scrim.add(panel)
-        return scrim
-
-    def _keyboard_view(self) -> View:
-        w = self.width
-        top, bottom = self._keyboard_top(), self._nav_top()
-        pkg = "com.android.inputmethod.latin"
-        board = View("keyboard", (0, top, w, bottom), fill="#e8eaed", rid=f"{pkg}:id/keyboard_view")
-        row_h = (bottom - top) // 4
-        for r, letters in enumerate(KEYBOARD_ROWS):
-            key_w = w // 10
-            x0 = (w - key_w * len(letters)) // 2
-            for i, ch in enumerate(letters):
-                board.add(
-                    View(
-                        "key",
-                        (x0 + i * key_w, top + r * row_h, x0 + (i + 1) * key_w, top + (r + 1) * row_h),
-                        text=ch,
-                        desc=ch,
-                        align="center",
-                        size=round(52 * w / 1080),
-                        on_tap=partial(self.type_text, ch),
-                    )
-                )
-        y = top + 3 * row_h
-        board.add(
-            View(
-                "key",
-                (0, y - row_h, w // 10 + w // 20, y),
-                text="⌫",
-                desc="Delete",
-                align="center",
-                on_tap=lambda: self.keyevent(KEY_DEL),
-            )
-        )
-        board.add(
-            View(
-                "key",
-                (w // 5, y, w * 4 // 5, bottom),
-                text="space",
-                desc="Space",
-                align="center",
-                on_tap=lambda: self.type_text(" "),
-            )
-        )
-        board.add(
-            View(
-                "key",
-                (w * 4 // 5, y, w, bottom),
-                text="⏎",
-                desc="Enter",
-                align="center",
-                on_tap=lambda: self.keyevent(KEY_ENTER),
-            )
-        )
-        return board
-
-    def _nav_view(self) -> View:
-        w = self.width
-        top = self._nav_top()
-        nav = View(
-            "frame", (0, top, w, self.height), fill="#000000", rid="com.android.systemui:id/navigation_bar"
-        )
-        third = w // 3
-        for i, (glyph, desc, code) in enumerate(
-            (("◁", "Back", KEY_BACK), ("○", "Home", KEY_HOME), ("□", "Overview", KEY_APP_SWITCH))
-        ):
-            nav.add(
-                View(
-                    "key",
-                    (i * third, top, (i + 1) * third, self.height),
-                    text=glyph,
-                    desc=desc,
-                    align="center",
-                    fill="#000000",
-                    ink="#ffffff",
-                    size=round(56 * w / 1080),
-                    rid=f"com.android.systemui:id/{desc.lower()}",
-                    on_tap=partial(self.keyevent, code),
-                )
-            )
-        return nav
 
     def _frame(self) -> _Frame:
         with self.lock:

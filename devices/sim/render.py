@@ -102,31 +102,14 @@ def draw_view(draw: ImageDraw.ImageDraw, view: View, scale: float = 1.0) -> None
         ink = "white" if kind == "button" and view.fill is None else view.ink
         _draw_text(draw, view, view.text or view.glyph, ink, inset=12 * k)
     elif kind == "edit":
-        draw.rounded_rectangle(
-            (left + round(16 * k), top + round(8 * k), right - round(16 * k), bottom - round(8 * k)),
-            radius=round(12 * k),
-            fill=view.fill or "#ffffff",
-            outline=ACCENT if view.focused else "#9aa0a6",
-            width=round((4 if view.focused else 2) * k),
-        )
-        shown = "•" * len(view.text) if view.password else view.text
-        if shown:
-            _draw_text(draw, view, shown + ("|" if view.focused else ""), view.ink, inset=40 * k)
-        else:
-            _draw_text(draw, view, view.hint or ("|" if view.focused else ""), "#80868b", inset=40 * k)
+        _draw_edit(draw, view, k)
     else:
         if view.fill:
             draw.rectangle((left, top, right - 1, bottom - 1), fill=view.fill)
         if view.selected:
             draw.rectangle((left, top, right - 1, bottom - 1), fill="#e8f0fe")
         if kind == "slider":
-            cy = (top + bottom) // 2
-            value = int(view.text or 0)
-            margin, knob = slider_margin(k), round(24 * k)
-            x = left + margin + (right - left - 2 * margin) * value // 255
-            draw.line((left + margin, cy, right - margin, cy), fill="#bdc1c6", width=round(10 * k))
-            draw.line((left + margin, cy, x, cy), fill=ACCENT, width=round(10 * k))
-            draw.ellipse((x - knob, cy - knob, x + knob, cy + knob), fill=ACCENT)
+            _draw_slider(draw, view, k)
         elif view.text:
             _draw_text(
                 draw,
@@ -139,17 +122,47 @@ def draw_view(draw: ImageDraw.ImageDraw, view: View, scale: float = 1.0) -> None
             if kind == "switch":
                 _draw_switch(draw, view, k)
             else:
-                cy = (top + bottom) // 2
-                box = (right - round(110 * k), cy - round(30 * k), right - round(50 * k), cy + round(30 * k))
-                draw.rounded_rectangle(
-                    box,
-                    radius=round(8 * k),
-                    outline=ACCENT,
-                    width=round(5 * k),
-                    fill=ACCENT if view.checked else None,
-                )
+                _draw_checkbox(draw, view, k)
     for child in view.children:
         draw_view(draw, child, scale)
+
+
+def _draw_edit(draw: ImageDraw.ImageDraw, view: View, k: float) -> None:
+    """A text field: its box (accented while focused), the text (dots for a password) or the hint."""
+    left, top, right, bottom = view.bounds
+    draw.rounded_rectangle(
+        (left + round(16 * k), top + round(8 * k), right - round(16 * k), bottom - round(8 * k)),
+        radius=round(12 * k),
+        fill=view.fill or "#ffffff",
+        outline=ACCENT if view.focused else "#9aa0a6",
+        width=round((4 if view.focused else 2) * k),
+    )
+    shown = "•" * len(view.text) if view.password else view.text
+    if shown:
+        _draw_text(draw, view, shown + ("|" if view.focused else ""), view.ink, inset=40 * k)
+    else:
+        _draw_text(draw, view, view.hint or ("|" if view.focused else ""), "#80868b", inset=40 * k)
+
+
+def _draw_slider(draw: ImageDraw.ImageDraw, view: View, k: float) -> None:
+    """A 0-255 slider: the track, the filled part and the knob."""
+    left, top, right, bottom = view.bounds
+    cy = (top + bottom) // 2
+    value = int(view.text or 0)
+    margin, knob = slider_margin(k), round(24 * k)
+    x = left + margin + (right - left - 2 * margin) * value // 255
+    draw.line((left + margin, cy, right - margin, cy), fill="#bdc1c6", width=round(10 * k))
+    draw.line((left + margin, cy, x, cy), fill=ACCENT, width=round(10 * k))
+    draw.ellipse((x - knob, cy - knob, x + knob, cy + knob), fill=ACCENT)
+
+
+def _draw_checkbox(draw: ImageDraw.ImageDraw, view: View, k: float) -> None:
+    _, top, right, bottom = view.bounds
+    cy = (top + bottom) // 2
+    box = (right - round(110 * k), cy - round(30 * k), right - round(50 * k), cy + round(30 * k))
+    draw.rounded_rectangle(
+        box, radius=round(8 * k), outline=ACCENT, width=round(5 * k), fill=ACCENT if view.checked else None
+    )
 
 
 def slider_margin(scale: float) -> int:

@@ -75,26 +75,11 @@ class U2Server:
     def _call(self, name: str, params: list[Any]) -> Any:
         phone = self.phone
         if name == "deviceInfo":
-            return {
-                "currentPackageName": phone.foreground.package,
-                "displayWidth": phone.width,
-                "displayHeight": phone.height,
-                "displayRotation": phone.rotation,
-                "displaySizeDpX": round(phone.width / 2.625),
-                "displaySizeDpY": round(phone.height / 2.625),
-                "productName": "sim",
-                "naturalOrientation": True,
-                "screenOn": phone.screen_on,
-                "sdkInt": 34,
-            }
+            return _device_info(phone)
         if name == "dumpWindowHierarchy":
             return phone.hierarchy()
         if name == "takeScreenshot":
-            quality = int(params[1]) if len(params) > 1 else 80
-            image = Image.open(io.BytesIO(phone.screenshot_png())).convert("RGB")
-            buf = io.BytesIO()
-            image.save(buf, format="JPEG", quality=quality)
-            return base64.b64encode(buf.getvalue()).decode("ascii")
+            return _jpeg_base64(phone, quality=int(params[1]) if len(params) > 1 else 80)
         if name == "click":
             x, y = int(params[0]), int(params[1])
             if len(params) > 2 and float(params[2]) >= 500:
@@ -133,6 +118,30 @@ class U2Server:
         if name in ("waitForIdle", "waitForWindowUpdate", "freezeRotation", "ping"):
             return True if name != "ping" else "pong"
         raise RpcError(f"java.lang.NoSuchMethodException: {name}", code=-32601)
+
+
+def _device_info(phone: SimPhone) -> dict[str, Any]:
+    """What the agent's ``deviceInfo`` answers."""
+    return {
+        "currentPackageName": phone.foreground.package,
+        "displayWidth": phone.width,
+        "displayHeight": phone.height,
+        "displayRotation": phone.rotation,
+        "displaySizeDpX": round(phone.width / 2.625),
+        "displaySizeDpY": round(phone.height / 2.625),
+        "productName": "sim",
+        "naturalOrientation": True,
+        "screenOn": phone.screen_on,
+        "sdkInt": 34,
+    }
+
+
+def _jpeg_base64(phone: SimPhone, *, quality: int) -> str:
+    """The screen as ``takeScreenshot`` sends it: a JPEG in base64."""
+    image = Image.open(io.BytesIO(phone.screenshot_png())).convert("RGB")
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG", quality=quality)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 async def _read_request(stream: Stream) -> tuple[str, str, bytes] | None:

@@ -152,7 +152,9 @@ def test_a_task_for_a_device_no_pool_knows_is_refused_not_queued_forever(make_se
     assert wait_finished(client, accepted.json()["id"])["status"] == "succeeded"
 
 
-def test_a_store_that_does_not_answer_gets_503_with_retry_after_and_the_service_recovers(make_service) -> None:  # type: ignore[no-untyped-def]
+def test_a_store_that_does_not_answer_gets_503_with_retry_after_and_the_service_recovers(
+    make_service,
+) -> None:  # type: ignore[no-untyped-def]
     import sqlite3
 
     service = make_service(ScriptedPolicy(steps=1))

@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 from devices.base import Button, Device
 from devices.keys import keycode
-from devices.sim.phone import KEY_BACK, KEY_ENTER, KEY_HOME, KEY_MENU, SimPhone
+from devices.sim.keys import KEY_BACK, KEY_ENTER, KEY_HOME, KEY_MENU
+from devices.sim.phone import SimPhone
 from devices.sim.ui import View
 
 BUTTON_CODES = {"Back": KEY_BACK, "Home": KEY_HOME, "Menu": KEY_MENU, "Enter": KEY_ENTER}

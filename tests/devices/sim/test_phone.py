@@ -5,7 +5,8 @@ import xml.etree.ElementTree as ET
 
 from PIL import Image, ImageStat
 
-from devices.sim.phone import KEY_BACK, SimPhone
+from devices.sim.keys import KEY_BACK
+from devices.sim.phone import SimPhone
 from devices.sim.shell import run
 from devices.sim.ui import find
 
