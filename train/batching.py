@@ -7,6 +7,9 @@ longest response plus one) covers every response; the attention mask keeps the p
 attention and Qwen2.5-VL's 3-D positions, so each sample's log-probs are the ones it gets alone
 (``tests/train/test_batching.py`` compares them token by token). Screens travel as one
 concatenation of every sample's patches, in order, as the model's vision tower expects.
+
+Generation pads the same way (``left_padded``): a group's prompts go to one ``generate`` call
+(``PolicyModel.generate_many``) and each gets, greedy, the tokens it gets alone.
 """
 
 from __future__ import annotations
@@ -31,29 +34,13 @@ def logprobs_batch(
     """``policy.logprobs`` of each sample, computed in one forward pass."""
     if len(samples) == 1:
         return [policy.logprobs(samples[0], entropy=entropy)]
-    device = samples[0].prompt_ids.device
-    sequences = [torch.cat([s.prompt_ids, s.response_ids]) for s in samples]
-    width = max(len(seq) for seq in sequences)
-    pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
-    ids = torch.full((len(samples), width), int(pad), dtype=torch.long, device=device)
-    mask = torch.zeros((len(samples), width), dtype=torch.long, device=device)
-    typed = [s.mm_token_type_ids for s in samples if s.mm_token_type_ids is not None]
-    types = torch.zeros((len(samples), width), dtype=typed[0].dtype, device=device) if typed else None
-    for row, (sample, seq) in enumerate(zip(samples, sequences, strict=True)):
-        start = width - len(seq)
-        ids[row, start:] = seq
-        mask[row, start:] = 1
-        if types is not None and sample.mm_token_type_ids is not None:
-            types[row, start : start + len(sample.prompt_ids)] = sample.mm_token_type_ids
-    kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
-    pixels = [s.pixel_values for s in samples if s.pixel_values is not None]
-    if pixels:
-        kwargs["pixel_values"] = torch.cat(pixels)
-        kwargs["image_grid_thw"] = torch.cat(
-            [s.image_grid_thw for s in samples if s.image_grid_thw is not None]
-        )
-    if types is not None:
-        kwargs["mm_token_type_ids"] = types
+    kwargs = _padded(
+        policy,
+        [torch.cat([s.prompt_ids, s.response_ids]) for s in samples],
+        [s.mm_token_type_ids for s in samples],
+        [s.pixel_values for s in samples],
+        [s.image_grid_thw for s in samples],
+    )
     if policy.adapter_names is not None:
         kwargs["adapter_names"] = policy.adapter_names * len(samples)
     keep = max(s.response_len for s in samples) + 1
@@ -71,3 +58,47 @@ def logprobs_batch(
                 ent = -(log_probs.exp() * log_probs).sum(-1)
         out.append((chosen, ent))
     return out
+
+
+def left_padded(policy: PolicyModel, prompts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Encoded prompts (``policy.encode_prompt``, one row each) as one left-padded batch for
+    ``generate``: every prompt ends at the last position, where generation goes on."""
+    return _padded(
+        policy,
+        [p["input_ids"][0] for p in prompts],
+        [p["mm_token_type_ids"][0] if "mm_token_type_ids" in p else None for p in prompts],
+        [p.get("pixel_values") for p in prompts],
+        [p.get("image_grid_thw") for p in prompts],
+    )
+
+
+def _padded(
+    policy: PolicyModel,
+    sequences: Sequence[torch.Tensor],
+    types: Sequence[torch.Tensor | None],
+    pixels: Sequence[torch.Tensor | None],
+    grids: Sequence[torch.Tensor | None],
+) -> dict[str, Any]:
+    """The model's inputs for sequences of different lengths, padded on the left: ids, the
+    attention mask, the token types (over each sequence's own start; the rest text), and every
+    sequence's screens in order."""
+    device = sequences[0].device
+    width = max(len(seq) for seq in sequences)
+    pad = policy.tokenizer.pad_token_id if policy.tokenizer.pad_token_id is not None else 0
+    ids = torch.full((len(sequences), width), int(pad), dtype=torch.long, device=device)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long, device=device)
+    typed = [t for t in types if t is not None]
+    type_ids = torch.zeros((len(sequences), width), dtype=typed[0].dtype, device=device) if typed else None
+    for row, (seq, own) in enumerate(zip(sequences, types, strict=True)):
+        start = width - len(seq)
+        ids[row, start:] = seq
+        mask[row, start:] = 1
+        if type_ids is not None and own is not None:
+            type_ids[row, start : start + len(own)] = own
+    kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
+    if any(p is not None for p in pixels):
+        kwargs["pixel_values"] = torch.cat([p for p in pixels if p is not None])
+        kwargs["image_grid_thw"] = torch.cat([g for g in grids if g is not None])
+    if type_ids is not None:
+        kwargs["mm_token_type_ids"] = type_ids
+    return kwargs

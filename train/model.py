@@ -210,13 +210,46 @@ class PolicyModel:
     ) -> list[torch.Tensor]:
         """``n`` responses to one prompt, as token ids (end-of-turn kept when produced)."""
         inputs = self.encode_prompt(turns)
+        out = self._generate(inputs, sampling, seed=seed, num_return_sequences=n)
+        return self._responses(out[:, inputs["input_ids"].shape[1] :])
+
+    def generate_many(
+        self, requests: Sequence[tuple[Sequence[Turn], int]], sampling: Sampling, *, seed: int | None = None
+    ) -> list[list[torch.Tensor]]:
+        """``n`` responses to each of several prompts in one ``generate`` call: the prompts padded
+        on the left (``train.batching.left_padded``), each repeated ``n`` times. Greedy, each prompt
+        gets the tokens it gets alone (``tests/train/test_batching.py``)."""
+        from train.batching import left_padded
+
+        if len(requests) == 1:
+            turns, n = requests[0]
+            return [self.generate(turns, n, sampling, seed=seed)]
+        encoded = [self.encode_prompt(turns) for turns, _ in requests]
+        rows = [enc for enc, (_, n) in zip(encoded, requests, strict=True) for _ in range(n)]
+        inputs = left_padded(self, rows)
+        out = self._generate(inputs, sampling, seed=seed, num_return_sequences=1)
+        responses = self._responses(out[:, inputs["input_ids"].shape[1] :])
+        grouped, start = [], 0
+        for _, n in requests:
+            grouped.append(responses[start : start + n])
+            start += n
+        return grouped
+
+    def _generate(
+        self,
+        inputs: dict[str, torch.Tensor],
+        sampling: Sampling,
+        *,
+        seed: int | None,
+        num_return_sequences: int,
+    ) -> torch.Tensor:
         greedy = sampling.temperature == 0.0
         if seed is not None:
             torch.manual_seed(seed)
         kwargs: dict[str, Any] = {
             "max_new_tokens": sampling.max_new_tokens,
             "do_sample": not greedy,
-            "num_return_sequences": n,
+            "num_return_sequences": num_return_sequences,
             "suppress_tokens": self.suppress,
             "eos_token_id": self.end_of_turn,
             "pad_token_id": self.tokenizer.pad_token_id,
@@ -228,12 +261,14 @@ class PolicyModel:
         was_training = self.model.training
         self.model.eval()
         try:
-            out = self.model.generate(**inputs, **kwargs)
+            return self.model.generate(**inputs, **kwargs)  # type: ignore[no-any-return]
         finally:
             self.model.train(was_training)
-        prompt_len = inputs["input_ids"].shape[1]
+
+    def _responses(self, generated: torch.Tensor) -> list[torch.Tensor]:
+        """Each row's response: up to and with its end-of-turn, else without the padding."""
         responses = []
-        for row in out[:, prompt_len:]:
+        for row in generated:
             ends = (row == self.end_of_turn).nonzero()
             cut = int(ends[0]) + 1 if ends.numel() else int((row != self.tokenizer.pad_token_id).sum())
             responses.append(row[:cut].clone())

@@ -90,9 +90,17 @@ class Generated:
 class RolloutEngine(Protocol):
     def generate(self, turns: Sequence[Turn], n: int, sampling: Sampling) -> list[Generated]: ...
 
+    def generate_many(
+        self, requests: Sequence[tuple[Sequence[Turn], int]], sampling: Sampling
+    ) -> list[list[Generated]]:
+        """``n`` responses to each of several prompts (a group's rollouts whose histories differ):
+        one call per prompt here; an engine that can batch them overrides this."""
+        return [self.generate(turns, n, sampling) for turns, n in requests]
 
-class TransformersEngine:
-    """Samples from a ``PolicyModel`` in this process (the learner's current weights)."""
+
+class TransformersEngine(RolloutEngine):
+    """Samples from a ``PolicyModel`` in this process (the learner's current weights); a group's
+    prompts go through ``generate`` together, padded on the left."""
 
     def __init__(self, policy: PolicyModel, seed: int | None = None) -> None:
         self.policy = policy
@@ -100,10 +108,15 @@ class TransformersEngine:
         self._calls = 0
 
     def generate(self, turns: Sequence[Turn], n: int, sampling: Sampling) -> list[Generated]:
+        return self.generate_many([(turns, n)], sampling)[0]
+
+    def generate_many(
+        self, requests: Sequence[tuple[Sequence[Turn], int]], sampling: Sampling
+    ) -> list[list[Generated]]:
         self._calls += 1
         seed = None if self._seed is None else self._seed * 1_000_003 + self._calls
-        ids = self.policy.generate(turns, n, sampling, seed=seed)
-        return [Generated(self.policy.decode(i), i) for i in ids]
+        grouped = self.policy.generate_many(requests, sampling, seed=seed)
+        return [[Generated(self.policy.decode(i), i) for i in ids] for ids in grouped]
 
 
 @dataclass
@@ -184,12 +197,18 @@ class SemiOnlineRollout:
             by_history: dict[tuple[str, ...], list[Rollout]] = {}
             for r in alive:
                 by_history.setdefault(tuple(r.history), []).append(r)
-            for history, members in by_history.items():
-                turns = build_conversation(trajectory.goal, images, list(history), self.prompt)
-                for rollout, generated in zip(
-                    members, self.engine.generate(turns, len(members), sampling), strict=True
-                ):
-                    self._advance(rollout, t, turns, generated, images[-1], epsilon, sampling)
+            # One prompt per distinct history, all of them in one engine call.
+            prompts = [
+                build_conversation(trajectory.goal, images, list(history), self.prompt)
+                for history in by_history
+            ]
+            answers = self.engine.generate_many(
+                [(turns, len(members)) for turns, members in zip(prompts, by_history.values(), strict=True)],
+                sampling,
+            )
+            for turns, members, generated in zip(prompts, by_history.values(), answers, strict=True):
+                for rollout, one in zip(members, generated, strict=True):
+                    self._advance(rollout, t, turns, one, images[-1], epsilon, sampling)
         return rollouts
 
     def _advance(

@@ -27,14 +27,16 @@ from agent.prompt import PromptSettings, Turn, to_openai_messages
 from agent.vllm_admin import VllmAdmin, VllmAdminError
 from train.config import EngineSettings
 from train.model import PolicyModel, Sampling
-from train.rollout import Generated
+from train.rollout import Generated, RolloutEngine
 
 
 class VllmEngineError(RuntimeError):
     pass
 
 
-class VllmEngine:
+class VllmEngine(RolloutEngine):
+    """Rollouts sampled by a vLLM server; a group's prompts are sent at once, for the server to batch."""
+
     def __init__(
         self,
         settings: EngineSettings,
@@ -124,6 +126,17 @@ class VllmEngine:
                 token_ids = torch.tensor(ids, dtype=torch.long)
             out.append(Generated(text, token_ids))
         return out
+
+    def generate_many(
+        self, requests: Sequence[tuple[Sequence[Turn], int]], sampling: Sampling
+    ) -> list[list[Generated]]:
+        if len(requests) == 1:
+            turns, n = requests[0]
+            return [self.generate(turns, n, sampling)]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+            return list(pool.map(lambda request: self.generate(request[0], request[1], sampling), requests))
 
     def close(self) -> None:
         self.client.close()

@@ -228,3 +228,26 @@ def test_faults() -> None:
     assert found["budget_predict"]["status"] == 502  # decoded, sent on, the policy never answers
     assert found["big_body_no_key"]["status"] == "401"
     assert "cpus" in found["machine"]
+
+
+def test_generation(tmp_path: Path) -> None:
+    out = tmp_path / "generation.json"
+    _run(
+        "generation.py",
+        *(
+            "--model-size",
+            "tiny",
+            "--prompts",
+            "3",
+            "--repeats",
+            "1",
+            "--max-new-tokens",
+            "8",
+            "--json",
+            str(out),
+        ),
+    )
+    report = json.loads(out.read_text())
+    assert "cpus" in report["machine"]
+    assert report["tiny"]["tokens_written"] > 0  # and the script checked both ways wrote the same
+    assert report["tiny"]["speedup"] > 0

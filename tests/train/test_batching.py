@@ -116,3 +116,32 @@ def test_an_update_in_micro_batches_is_the_update_one_at_a_time(sft_checkpoint: 
     scale = max(float(g.abs().max()) for g in after[0])
     assert scale > 0
     assert worst <= 1e-4 * scale, (worst, scale)  # the same gradient the optimiser steps with
+
+
+def test_prompts_generated_together_get_the_tokens_they_get_alone(tiny_model_dir: Path) -> None:
+    """Greedy, a group's prompts in one padded ``generate`` call (different lengths, one and two
+    screens, one of them asked twice) answer token for token as each does alone. The untrained
+    model writes a long, different answer to each prompt, so every position is compared."""
+    from PIL import Image
+
+    from agent.geometry import ResizeSettings
+    from agent.prompt import PromptSettings, build_conversation
+    from train.model import PolicyModel, Sampling
+
+    policy = PolicyModel(tiny_model_dir, prompt=PromptSettings(resize=ResizeSettings(**RESIZE)))
+    red, blue = Image.new("RGB", (360, 800), (200, 30, 30)), Image.new("RGB", (720, 1600), (30, 30, 200))
+    tap = '<think>\nTap it.\n</think>\n<action>\n{"action": "click", "coordinate": [120, 480]}\n</action>'
+    prompts = [
+        build_conversation("Turn on Wi-Fi", [red], [], policy.prompt),
+        build_conversation("Open the settings", [red, blue], [tap], policy.prompt),
+        build_conversation("Go home", [blue], [], policy.prompt),
+    ]
+    greedy = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=24)
+    alone = [policy.generate(turns, 1, greedy)[0] for turns in prompts]
+    together = policy.generate_many([(prompts[0], 1), (prompts[1], 2), (prompts[2], 1)], greedy)
+    assert [len(g) for g in together] == [1, 2, 1]
+    for one, batched in zip(alone, [together[0][0], together[1][0], together[2][0]], strict=True):
+        assert batched.tolist() == one.tolist()
+    assert together[1][1].tolist() == alone[1].tolist()
+    assert len({tuple(t.tolist()) for t in alone}) == 3  # each prompt its own answer
+    assert min(len(t) for t in alone) > 10

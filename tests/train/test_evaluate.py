@@ -16,7 +16,7 @@ from agent.trajectory import ActionLabel
 from train.data import ExpertStep, ExpertTrajectory
 from train.evaluate import sop
 from train.model import Sampling
-from train.rollout import Generated
+from train.rollout import Generated, RolloutEngine
 
 SCREEN = Size(540, 1200)
 PROMPT = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
@@ -41,7 +41,7 @@ def trajectory(goal: str, length: int) -> ExpertTrajectory:
     return ExpertTrajectory(goal, steps, "hand-made")
 
 
-class PlannedEngine:
+class PlannedEngine(RolloutEngine):
     """Answers step t of a trajectory (t = assistant turns so far) rightly or wrongly, as planned."""
 
     def __init__(self, plans: dict[str, tuple[ExpertTrajectory, list[bool]]]) -> None:

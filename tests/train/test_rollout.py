@@ -17,7 +17,7 @@ from train.data import ExpertStep, ExpertTrajectory
 from train.labels import expert_action
 from train.matching import Expected, swipe_direction
 from train.model import Sampling
-from train.rollout import Generated, PatchSettings, RolloutSettings, SemiOnlineRollout
+from train.rollout import Generated, PatchSettings, RolloutEngine, RolloutSettings, SemiOnlineRollout
 
 SCREEN = Size(1080, 2400)
 PROMPT = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
@@ -47,7 +47,7 @@ RIGHT = [format_response(expert_action(label, SCREEN, RESIZED), "mine") for labe
 WRONG = format_response(expert_action(ActionLabel(action="wait", time=1), SCREEN, RESIZED), "mine")
 
 
-class ScriptEngine:
+class ScriptEngine(RolloutEngine):
     """Answers the k-th request of step t with plan[t][k...] (t = assistant turns in the prompt)."""
 
     def __init__(self, plan: dict[int, list[str]], thought: str = "I tap the button") -> None:
@@ -146,7 +146,7 @@ def test_off_policy_thought_patches_on_the_real_thought_file(interchange_dir: Pa
         expert_action(ActionLabel(action="system_button", button="Back"), SCREEN, RESIZED), ""
     )
 
-    class AlwaysWrong:  # the file has no Back press: every step mismatches
+    class AlwaysWrong(RolloutEngine):  # the file has no Back press: every step mismatches
         def generate(self, turns: Sequence[Turn], n: int, sampling: Sampling) -> list[Generated]:
             return [Generated(back)] * n
 
