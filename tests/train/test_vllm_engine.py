@@ -75,6 +75,29 @@ def test_vllm_serves_the_trained_checkpoint_exactly_as_the_local_backend_runs_it
     assert '"action": "open"' in mine[0]  # the trained model opens Settings on the task's first screen
 
 
+def test_a_groups_prompts_go_to_vllm_together_and_come_back_in_order(served) -> None:  # type: ignore[no-untyped-def]
+    from agent.vllm_policy import VllmSettings
+    from train.config import EngineSettings
+    from train.model import Sampling
+    from train.vllm_engine import VllmEngine
+
+    engine = VllmEngine(
+        EngineSettings(kind="vllm", vllm=VllmSettings(base_url=served["base_url"], model=served["model"])),
+        None,
+        None,
+        prompt=PROMPT,
+    )
+    greedy = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=48)
+    try:
+        prompts = [_turns(), _turns(200)]
+        alone = [engine.generate(turns, 1, greedy)[0].text for turns in prompts]
+        together = engine.generate_many([(prompts[0], 1), (prompts[1], 1), (prompts[0], 1)], greedy)
+    finally:
+        engine.close()
+    assert [[g.text for g in group] for group in together] == [[alone[0]], [alone[1]], [alone[0]]]
+    assert alone[0] != alone[1]
+
+
 def test_lora_rl_samples_from_vllm_with_each_steps_adapter_loaded_then_merges(
     served, sft_checkpoint: Path, tmp_path: Path
 ) -> None:
