@@ -161,10 +161,8 @@ def _policy_for_run(
 def _driver_for_run(serial: str, server: str | None, *, start_adb: bool) -> AdbDriver:
     """A driver for ``serial`` through the adb server at ``server`` (else adb's own default); one is
     started only with ``--start-adb``, and only on this machine."""
-    import adbutils
-
     from devices.adb import AdbDriver
-    from devices.adb_server import AdbServer, default_server, server_answers
+    from devices.adb_server import AdbClient, AdbServer, default_server, server_answers
 
     host, _, port = (server or default_server()).rpartition(":")
     if not server_answers(host, int(port)):
@@ -176,7 +174,7 @@ def _driver_for_run(serial: str, server: str | None, *, start_adb: bool) -> AdbD
             )
             raise typer.Exit(2)
         AdbServer(port=int(port)).start()
-    return AdbDriver(adbutils.AdbClient(host=host, port=int(port)), serial)
+    return AdbDriver(AdbClient(host=host, port=int(port)), serial)
 
 
 trajectories_app = typer.Typer(

@@ -1,4 +1,4 @@
-"""Starting and stopping a local adb server, and finding the ``adb`` binary.
+"""Starting and stopping a local adb server, finding the ``adb`` binary, and the client for it.
 
 The adbutils wheel ships a current ``adb``; a system one (``apt install adb``) works as well.
 Servers on other hosts are not started here: point the pool at their ``host:port``.
@@ -12,10 +12,27 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import adbutils
 
 DEFAULT_PORT = 5037
+
+
+class AdbClient(adbutils.AdbClient):  # type: ignore[misc]  # adbutils ships no types
+    """adbutils' client, asking the adb server's version once. adbutils asks it before opening a
+    transport by serial (to choose between the commands of servers before and after 1.0.41), on a
+    connection of its own: two connections to the server for every command. Only servers older
+    than 1.0.41 (2018) answer differently, so a server restarted under the client is still right."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._version: int | None = None
+
+    def server_version(self) -> int:
+        if self._version is None:
+            self._version = int(super().server_version())
+        return self._version
 
 
 def default_server() -> str:
@@ -78,8 +95,8 @@ class AdbServer:
             check=False,
         )
 
-    def client(self, socket_timeout: float = 10.0) -> adbutils.AdbClient:
-        return adbutils.AdbClient(host="127.0.0.1", port=self.port, socket_timeout=socket_timeout)
+    def client(self, socket_timeout: float = 10.0) -> AdbClient:
+        return AdbClient(host="127.0.0.1", port=self.port, socket_timeout=socket_timeout)
 
     def is_running(self) -> bool:
         return server_answers("127.0.0.1", self.port)

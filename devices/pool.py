@@ -25,7 +25,7 @@ import adbutils
 from adbutils.errors import AdbError
 
 from devices.adb import AdbDriver
-from devices.adb_server import server_answers
+from devices.adb_server import AdbClient, server_answers
 from devices.base import DeviceError, DeviceGone
 from devices.pool_model import (
     DeviceState,
@@ -67,7 +67,7 @@ class DevicePool:
         self._clients: dict[str, adbutils.AdbClient] = {}
         for address in self.settings.servers:
             host, port = _split_server(address)
-            self._clients[address] = adbutils.AdbClient(
+            self._clients[address] = AdbClient(
                 host=host, port=port, socket_timeout=self.settings.health_timeout_s
             )
         self.devices: dict[str, PooledDevice] = {}

@@ -43,6 +43,26 @@ def test_the_driver_is_a_device(driver) -> None:  # type: ignore[no-untyped-def]
     assert isinstance(driver, Device)
 
 
+def test_each_command_is_one_connection_to_the_adb_server(driver, fleet, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """adbutils asks the server's version before every transport it opens by serial; the
+    project's client asks once, so a command costs one connection, not two."""
+    client = driver._client
+    made = []
+    original = type(client).make_connection
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        made.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(client), "make_connection", counted)
+    run(driver.shell("echo warm"))  # the features and the version, asked once
+    made.clear()
+    for _ in range(3):
+        run(driver.shell("echo hi"))
+    run(driver.screenshot())
+    assert len(made) == 4
+
+
 def test_screenshot_is_a_png_of_the_screen_size(driver, sim) -> None:  # type: ignore[no-untyped-def]
     capture = run(driver.screenshot())
     image = Image.open(io.BytesIO(capture.png))
@@ -56,11 +76,11 @@ def test_raw_capture_gives_the_same_pixels_as_png(sim, fleet) -> None:  # type: 
     raw = AdbDriver(fleet.client(), sim.serial, DriverSettings(use_uiautomator2=False, capture="raw"))
     a, b = run(png.screenshot()), run(raw.screenshot())
     assert (b.width, b.height) == (1080, 2400)
-    assert a.image is not None
     assert b.image is not None
-    assert b.image.tobytes() == a.image.tobytes() == Image.open(io.BytesIO(b.png)).convert("RGB").tobytes()
+    pixels = Image.open(io.BytesIO(a.png)).convert("RGB").tobytes()  # the PNG path decodes nothing here
+    assert b.image.tobytes() == pixels == Image.open(io.BytesIO(b.png)).convert("RGB").tobytes()
     sim.phone.faults.display_warning = True  # a warning printed before the frame is skipped
-    assert run(raw.screenshot()).image.tobytes() == a.image.tobytes()  # type: ignore[union-attr]
+    assert run(raw.screenshot()).image.tobytes() == pixels  # type: ignore[union-attr]
     sim.phone.faults.display_warning = False
     sim.phone.faults.black_frames = True
     assert run(raw.screenshot()).black
@@ -243,8 +263,8 @@ def test_a_large_frame_is_read_without_decoding_and_a_small_one_is_checked(drive
         assert not capture.black
     finally:
         sim.phone.wallpaper = False
-    small = run(driver.screenshot())
-    assert small.image is not None  # a flat screen is small enough to be checked for black
+    flat = run(driver.screenshot())
+    assert flat.image is None  # an app screen is too large to be all black: not decoded either
 
 
 @pytest.mark.parametrize("mode", ["RGB", "RGBA"])
@@ -255,6 +275,29 @@ def test_an_all_black_frame_is_always_decoded_and_checked(mode: str, level: int)
     buf = io.BytesIO()
     Image.new(mode, (1080, 2400), "black").save(buf, format="PNG", compress_level=level)
     assert maybe_black(buf.getvalue(), 1080, 2400)
+
+
+def test_the_largest_all_black_png_a_fast_encoder_makes_is_still_checked() -> None:
+    """No PNG filters and zlib's fastest level: the largest black frame measured (56.8 KB)."""
+    import struct
+    import zlib
+
+    from devices.frames import maybe_black
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    width, height = 1080, 2400
+    rows = (b"\x00" + b"\x00\x00\x00\xff" * width) * height  # filter "none", opaque black
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows, 1))
+        + chunk(b"IEND", b"")
+    )
+    assert Image.open(io.BytesIO(png)).convert("RGB").getbbox() is None  # a valid, all-black PNG
+    assert len(png) > 50_000
+    assert maybe_black(png, width, height)
 
 
 def test_a_png_cut_short_is_a_device_error_before_anything_is_decoded(driver, sim) -> None:  # type: ignore[no-untyped-def]
