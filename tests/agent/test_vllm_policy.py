@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -156,17 +157,20 @@ def test_a_killed_server_gives_policy_unavailable_and_ends_the_episode(
         prompt=PROMPT,
         on_step=kill_after_first,
     )
-    episode = asyncio.run(runner.run("Turn on Wi-Fi"))
+
+    async def run_then_ask_again() -> Any:
+        try:
+            episode = await runner.run("Turn on Wi-Fi")
+            with pytest.raises(PolicyUnavailable):  # and so does the next request
+                await remote.predict(_turns())
+            return episode
+        finally:
+            await remote.aclose()
+
+    episode = asyncio.run(run_then_ask_again())
     assert episode.status is EpisodeStatus.ERROR
     assert episode.error is not None
     assert "policy error" in episode.error
     recorded = store.get(episode.id)
     assert len(recorded.steps) == 1  # the step taken before the server died is kept
     assert recorded.steps[0].raw_response
-
-    async def after() -> None:
-        with pytest.raises(PolicyUnavailable):
-            await remote.predict(_turns())
-        await remote.aclose()
-
-    asyncio.run(after())

@@ -156,3 +156,48 @@ def test_retry_after_is_honoured_and_back_off_is_jittered() -> None:
         waits.add(wait_retry_after(1.0, cap_s=8.0)(state))
     assert len(waits) > 10
     assert all(0 <= w <= 8.0 for w in waits)
+
+
+def test_requests_take_the_connection_pools_in_turn() -> None:
+    """httpx's pool does work quadratic in its connections per request, so the client spreads its
+    requests over several pools: over a real socket, four pools keep four connections alive."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    ports: list[int] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: a pool reuses its connection
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            ports.append(self.client_address[1])
+            body = json.dumps(OK).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    policy = VllmPolicy(VllmSettings(base_url=f"http://127.0.0.1:{server.server_port}", connection_pools=4))
+
+    async def eight() -> None:
+        try:
+            for _ in range(8):
+                await policy.predict(TURNS)
+        finally:
+            await policy.aclose()
+
+    try:
+        asyncio.run(eight())
+    finally:
+        server.shutdown()
+    assert len(ports) == 8
+    assert len(set(ports)) == 4  # one connection per pool, each used twice
+    assert ports[:4] == ports[4:]  # in turn
