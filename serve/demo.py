@@ -12,7 +12,6 @@ on the phone afterwards. The policy is the best one available, and the demo says
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import tempfile
@@ -211,8 +210,7 @@ def run_demo(
         typer.echo(f"trajectories are kept in {data}; the viewer links need the service: add --keep-running")
         if keep_running:
             typer.echo("the service keeps running; Ctrl-C stops it")
-        stop_service(server, thread, keep_running=keep_running)
-        asyncio.run(choice.policy.aclose())
+        stop_service(server, thread, keep_running=keep_running)  # the service closes the policy
     return failures
 
 
