@@ -29,8 +29,8 @@ from serve.swap.base import (
     SwapError,
     SwapResult,
     SwapSettings,
-    canary_turns,
 )
+from serve.swap.canary import turns as canary_turns
 from serve.swap.local import LocalSwapController
 from serve.swap.vllm import HotSwapController
 

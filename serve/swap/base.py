@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import socket
 import threading
@@ -16,21 +15,18 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.geometry import Size
 from agent.jobs import JobStore, LockHeld
 from agent.policy import PolicyResult, SamplingSettings
-from agent.prompt import PromptSettings, Screenshot, build_conversation
+from agent.prompt import PromptSettings
 from agent.registry import DEFAULT_ALIAS, ModelRegistry, ModelVersion, RegistryError
 from agent.store import TrajectoryStore
 from agent.trajectory import EpisodeStatus
 from serve.gate import GateDecision, GateSettings, decide
-
-if TYPE_CHECKING:
-    pass
+from serve.swap import canary
 
 log = logging.getLogger(__name__)
 
@@ -103,20 +99,6 @@ class SwapResult:
         }
 
 
-@functools.cache
-def _canary_screen() -> Screenshot:
-    """The simulated phone's home screen, drawn once per process (drawing it costs ~0.1 s)."""
-    from devices.sim.phone import SimPhone
-
-    phone = SimPhone("canary", clock="09:41")
-    return Screenshot(phone.screenshot_png(), Size(phone.width, phone.height))
-
-
-def canary_turns(goal: str, prompt: PromptSettings) -> list[Any]:
-    """A fixed, realistic request: the simulated phone's home screen and a simple goal."""
-    return build_conversation(goal, [_canary_screen()], [], prompt)
-
-
 class SwapController:
     """What every hot swap does, whatever engine serves the versions: one swap at a time across
     replicas, the canary, the registry's promote and rollback, the gate, and retiring the old
@@ -142,7 +124,7 @@ class SwapController:
         self.routes_changed = routes or (lambda: None)  # this replica's router rereads the registry
         self._cleanups: set[asyncio.Task[None]] = set()
         # The canary's screen is drawn now, off the caller's thread, not in the first swap.
-        threading.Thread(target=_canary_screen, name="canary-screen", daemon=True).start()
+        threading.Thread(target=canary.screen, name="canary-screen", daemon=True).start()
         self.phases: dict[str, float] = {}  # of the swap under way (see SwapResult.phases)
         self._hold_token: str | None = None  # an in-place swap's hold, released once the alias moved
 
@@ -330,27 +312,15 @@ class SwapController:
     async def _check(
         self, version: ModelVersion, ask: Callable[[list[Any], SamplingSettings], Awaitable[PolicyResult]]
     ) -> dict[str, Any]:
-        """The canary: ``ask`` sends the fixed request to the candidate, greedy; the answer must parse."""
-        # the candidate is asked as its tasks will ask it
-        turns = canary_turns(self.settings.canary_goal, version.prompt_of(self.prompt))
-        start = time.perf_counter()
-        try:
-            result = await ask(
-                turns, SamplingSettings(temperature=0.0, max_tokens=self.settings.canary_max_tokens)
-            )
-        except Exception as exc:
-            raise CanaryFailed(f"the canary request to {version.name} failed: {exc}") from exc
-        seconds = time.perf_counter() - start
-        self.phases["canary"] = seconds
-        record = {
-            "ok": result.parsed.action is not None,
-            "seconds": round(seconds, 3),
-            "raw": result.raw[:500],
-        }
-        if result.parsed.action is None:
-            why = result.parsed.error.reason.value if result.parsed.error else "no action"
-            raise CanaryFailed(
-                f"the canary answer of {version.name} does not parse ({why}): {result.raw[:200]!r}"
-            )
-        record["action"] = result.parsed.action.to_dict()
+        """The canary, asked as the version's tasks will ask it; its seconds are a phase of the swap."""
+        record = await canary.check(
+            version,
+            ask,
+            self.settings.canary_goal,
+            self.settings.canary_max_tokens,
+            version.prompt_of(self.prompt),
+        )
+        self.phases["canary"] = record["seconds"]
+        if not record["ok"]:
+            raise CanaryFailed(record["why"])
         return record
