@@ -8,8 +8,8 @@ What it does, all with the real pieces: trains the tiny Qwen2.5-VL briefly with 
 it into a full checkpoint, starts ``scripts/vllm-cpu serve`` (dev mode, LoRA on), and registers the
 three as versions. Then ``--clients`` workers send requests without pause through the service's
 own ``VllmPolicy`` (3 retries with back-off), each asking for the version the ``default`` alias
-names when it starts, while ``HotSwapController`` promotes the adapter, rolls it back, and swaps the
-full checkpoint in place. Per swap it prints the controller's time, the requests that failed (after
+names when it starts, while ``HotSwapController`` promotes the adapter, rolls it back, stages a
+second adapter (loaded and canaried ahead) and promotes it, and swaps the full checkpoint in place. Per swap it prints the controller's time, the requests that failed (after
 retries) and the retried attempts during the swap, and the seconds from the swap's start until a
 request answered by the new version came back.
 
@@ -166,6 +166,7 @@ async def measure(
     registry.register("sft", served_name=SERVED, base=str(models["sft"]), kind="base")
     registry.register("lora", base=str(models["sft"]), adapter=str(models["adapter"]), parent="sft")
     registry.register("merged", served_name=SERVED, base=str(models["merged"]), kind="full", parent="lora")
+    registry.register("lora-staged", base=str(models["sft"]), adapter=str(models["adapter"]), parent="sft")
     registry.promote("sft", actor="bench")
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
     settings = VllmSettings(base_url=url, model=SERVED, timeout_s=120, max_connections=args.clients + 4)
@@ -187,11 +188,21 @@ async def measure(
     for label, action in (
         ("adapter: sft -> lora", ("promote", "lora")),
         ("rollback: lora -> sft", ("rollback", None)),
+        ("staged: sft -> lora-staged", ("stage", "lora-staged")),
+        # Back to the base first: reloading the weights in place while requests for an adapter are
+        # in flight gave an unparseable canary on the CPU server (caught, the weights put back).
+        ("rollback: lora-s. -> sft", ("rollback", None)),
         ("in place: sft -> merged", ("promote", "merged")),
     ):
+        staged_s = None
+        if action[0] == "stage":  # loaded and canaried ahead, under the same load; then the promote
+            begun = time.monotonic()
+            await controller.stage(str(action[1]), actor="bench")
+            staged_s = round(time.monotonic() - begun, 3)
+            await asyncio.sleep(args.settle_s)
         before = len(load.done)
         start = time.monotonic()
-        if action[0] == "promote":
+        if action[0] in ("promote", "stage"):
             result = await controller.promote(str(action[1]), actor="bench")
         else:
             result = await controller.rollback(actor="bench")
@@ -209,6 +220,7 @@ async def measure(
                 "retried_attempts": sum(1 for t in retries.times if start <= t <= end + args.settle_s),
                 "new_version_serving_after_s": round(min(served) - start, 3) if served else None,
                 "phases": {k: round(v, 3) for k, v in result.phases.items()},
+                **({"staged_ahead_s": staged_s} if staged_s is not None else {}),
             }
         )
     load.stop = True
@@ -263,6 +275,11 @@ def main() -> int:
     print("where a swap's seconds went:")
     for r in results[:-1]:
         print(f"  {r['swap']:<26} " + ", ".join(f"{k} {v:.2f} s" for k, v in r["phases"].items()))
+    for r in results[:-1]:
+        if "staged_ahead_s" in r:
+            print(
+                f"  {r['swap']:<26} staged ahead (load and canary, not counted above) {r['staged_ahead_s']:.2f} s"
+            )
     print(f"whole run: {results[-1]['requests']} requests, {results[-1]['failed']} failed")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2), encoding="utf-8")

@@ -112,7 +112,7 @@ def register_model(
 
 
 def _swap(action: str, name: str | None, force: bool, reason: str | None) -> None:
-    """Promote or roll back the default alias through the version router, with the hot swap into
+    """Promote, stage or roll back the default alias through the version router, with the hot swap into
     the vLLM the services serve from."""
     import asyncio
 
@@ -144,6 +144,9 @@ def _swap(action: str, name: str | None, force: bool, reason: str | None) -> Non
                 return await router.promote(
                     name, alias=DEFAULT_ALIAS, actor=_actor(), force=force, reason=reason
                 )
+            if action == "stage":
+                assert name is not None
+                return await router.stage(name, actor=_actor())
             return await router.rollback(alias=DEFAULT_ALIAS, actor=_actor(), reason=reason)
         finally:
             await router.swap.aclose()
@@ -155,6 +158,11 @@ def _swap(action: str, name: str | None, force: bool, reason: str | None) -> Non
         raise typer.Exit(1) from None
     finally:
         store.engine.dispose()
+    if action == "stage":
+        typer.echo(
+            f"{result.version} is staged ({result.path}, {result.seconds:.1f}s): `uis1 models promote` flips to it"
+        )
+        return
     typer.echo(f"{result.version} now serves (was {result.previous}; {result.path}, {result.seconds:.1f}s)")
 
 
@@ -169,6 +177,16 @@ def promote_model(
     A failed canary leaves the old version serving and the new one rejected (exit status 1).
     """
     _swap("promote", name, force, reason)
+
+
+@models_app.command("stage")
+def stage_model(name: Annotated[str, typer.Argument(help="The version to load and canary.")]) -> None:
+    """Load a version into the running vLLM beside the one serving and canary it, without moving the
+    default alias: promoting it within the stage's lifetime is then the alias flip alone.
+
+    A failed canary rejects it (exit status 1); a version that would be swapped in place cannot be staged.
+    """
+    _swap("stage", name, False, None)
 
 
 @models_app.command("rollback")

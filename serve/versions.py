@@ -121,6 +121,12 @@ class VersionRouter:
         )
         return None
 
+    async def stage(self, version: str, *, actor: str) -> SwapResult:
+        """Load and canary ``version`` ahead of its promotion (``SwapController.stage``)."""
+        if self.swap is None:
+            raise RegistryError("this service swaps no engine: there is nothing to stage into")
+        return await self.swap.stage(version, actor=actor)
+
     async def rollback(self, *, alias: str, actor: str, reason: str | None = None) -> SwapResult | None:
         """Serve the version ``alias`` pointed at before; the rolled-back one is rejected."""
         if self.registry is None:

@@ -74,6 +74,10 @@ class PromoteRequest(BaseModel):
     reason: str | None = Field(None, max_length=500)
 
 
+class StageRequest(BaseModel):
+    version: str = Field(pattern=NAME)
+
+
 class RollbackRequest(BaseModel):
     alias: str = Field(DEFAULT_ALIAS, pattern=r"^[a-z][a-z0-9_-]{0,63}$")
     reason: str | None = Field(None, max_length=500)
@@ -147,6 +151,22 @@ async def promote(body: PromoteRequest, state: StateDep, key: AdminKey) -> Model
         await state.runner.versions.promote(
             body.version, alias=body.alias, actor=f"key:{key.id}", force=body.force, reason=body.reason
         )
+    except (RegistryError, SwapError, LockHeld) as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    return await list_models(state, key)
+
+
+@router.post("/stage", response_model=ModelsResponse)
+async def stage(body: StageRequest, state: StateDep, key: AdminKey) -> ModelsResponse:
+    """Load and canary a version beside the one serving, without moving the default alias; its
+    promotion (within ``UIS1_SWAP__STAGE_TTL_S``) is then the alias flip alone. A failed canary
+    answers 409 and rejects the version; a version that would be swapped in place answers 409."""
+    try:
+        await asyncio.to_thread(state.registry.get, body.version)
+    except RegistryError as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    try:
+        await state.runner.versions.stage(body.version, actor=f"key:{key.id}")
     except (RegistryError, SwapError, LockHeld) as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return await list_models(state, key)

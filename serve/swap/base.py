@@ -66,6 +66,11 @@ class SwapSettings(BaseModel):
         30.0, ge=0, description="Old adapters/engines are retired no sooner than this"
     )
     auto_promote: bool = Field(True, description="Gate and swap the candidates the retraining job registers")
+    stage_ttl_s: float = Field(
+        3600.0,
+        gt=0,
+        description="A staged version (loaded and canaried ahead) is promoted without a canary this long",
+    )
     watch_interval_s: float = Field(30.0, gt=0, description="How often the promotion watcher looks")
     gate: GateSettings = GateSettings()
 
@@ -138,6 +143,12 @@ class SwapController:
     async def rollback(self, *, actor: str, reason: str | None = None) -> SwapResult:
         """Serve the version the default alias pointed at before its last move."""
         return await self._locked(lambda: self._rollback(actor=actor, reason=reason))
+
+    async def stage(self, name: str, *, actor: str = "system") -> SwapResult:
+        """Load ``name`` beside the version serving and canary it, without moving the default alias:
+        a promote within ``stage_ttl_s``, while it is still loaded, is then the alias flip alone.
+        A version that would replace the engine's only weights (in place) cannot be staged."""
+        return await self._locked(lambda: self._stage(name, actor=actor))
 
     async def gate_and_promote(
         self, name: str, *, actor: str = "gate"
@@ -213,7 +224,11 @@ class SwapController:
                 raise SwapError(f"{name} was rejected; promote it with force to try again")
             current = await asyncio.to_thread(self.registry.promoted)
         try:
-            path, canary = await self._serve(version, current)
+            staged = await self._fresh_stage(version)
+            if staged is not None:  # loaded and canaried ahead: nothing to do but the flip
+                path, canary = "staged", staged
+            else:
+                path, canary = await self._serve(version, current)
             detail = {"path": path, "canary": canary} | ({"reason": reason} if reason else {})
             with self._phase("record"):
                 previous = await asyncio.to_thread(
@@ -228,6 +243,48 @@ class SwapController:
         if current is not None and current.name != name:
             self._retire_later(current, version)
         return result
+
+    async def _stage(self, name: str, *, actor: str) -> SwapResult:
+        start = time.perf_counter()
+        self.phases = {}
+        with self._phase("read"):
+            version = await asyncio.to_thread(self.registry.get, name)
+            if version.state == "rejected":
+                raise SwapError(f"{name} was rejected; it cannot be staged")
+            current = await asyncio.to_thread(self.registry.promoted)
+        if not self._stageable(version):
+            raise SwapError(
+                f"{name} would replace the weights the engine serves (an in-place swap): promote it directly"
+            )
+        path, canary = await self._serve(version, current)
+        record = {"path": path, "canary": canary, "at": time.time()}
+        await asyncio.to_thread(self.registry.annotate, name, "staged", record, actor=actor)
+        result = SwapResult(
+            name, current.name if current else None, path, time.perf_counter() - start, canary, self.phases
+        )
+        log.info("staged %s by %s in %.2fs; promoting it is the alias flip", name, path, result.seconds)
+        return result
+
+    async def _fresh_stage(self, version: ModelVersion) -> dict[str, Any] | None:
+        """The canary of the version's stage, when it was staged within ``stage_ttl_s`` and is
+        still loaded; else None (it is loaded and canaried now)."""
+        staged = version.info.get("staged")
+        if (
+            not isinstance(staged, dict)
+            or time.time() - float(staged.get("at", 0)) > self.settings.stage_ttl_s
+        ):
+            return None
+        with self._phase("check"):
+            loaded = await self._still_loaded(version)
+        return dict(staged["canary"]) if loaded else None
+
+    def _stageable(self, version: ModelVersion) -> bool:
+        """Whether ``version`` can be loaded beside the one serving (the engine's own rule)."""
+        return True
+
+    async def _still_loaded(self, version: ModelVersion) -> bool:
+        """Whether the engine still holds ``version`` (the engine's own check)."""
+        return False
 
     async def _rollback(self, *, actor: str, reason: str | None) -> SwapResult:
         aliases = await asyncio.to_thread(self.registry.aliases)

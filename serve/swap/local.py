@@ -74,6 +74,10 @@ class LocalSwapController(SwapController):
             raise
         return "local", canary
 
+    async def _still_loaded(self, version: ModelVersion) -> bool:
+        wanted = (version.base, version.adapter if version.kind == Kind.ADAPTER else None)
+        return self.engine.holds(version.served_name) == wanted
+
     def _promoted(self, version: ModelVersion) -> None:
         self.engine.set_default(version.served_name)
 

@@ -58,17 +58,44 @@ class HotSwapController(SwapController):
             return "blue_green" if self.settings.launch_command else "in_place"
         return self.settings.strategy
 
+    def _path(self, version: ModelVersion) -> str:
+        """How ``version`` gets served: an adapter loaded beside the rest, a second engine, an alias
+        over the weights the engine holds, or the engine's weights reloaded in place."""
+        if version.kind == Kind.ADAPTER:
+            return "adapter"
+        if version.endpoint or (self._strategy() == "blue_green" and not self._is_loaded(version)):
+            return "blue_green"
+        return "alias" if self._is_loaded(version) else "in_place"
+
     async def _serve(
         self, version: ModelVersion, current: ModelVersion | None, *, rollback: bool = False
     ) -> tuple[str, dict[str, Any]]:
         """Make ``version`` answer under its served name and canary it; returns (path, canary)."""
-        if version.kind == Kind.ADAPTER:
-            return "adapter", await self._serve_adapter(version, rollback=rollback)
-        if version.endpoint or (self._strategy() == "blue_green" and not self._is_loaded(version)):
-            return "blue_green", await self._serve_blue_green(version)
-        if self._is_loaded(version):
-            return "alias", await self._canary(version, self._url(version))
-        return "in_place", await self._serve_in_place(version, current)
+        path = self._path(version)
+        if path == "adapter":
+            return path, await self._serve_adapter(version, rollback=rollback)
+        if path == "blue_green":
+            return path, await self._serve_blue_green(version)
+        if path == "alias":
+            return path, await self._canary(version, self._url(version))
+        return path, await self._serve_in_place(version, current)
+
+    def _stageable(self, version: ModelVersion) -> bool:
+        return self._path(version) != "in_place"
+
+    async def _still_loaded(self, version: ModelVersion) -> bool:
+        path = self._path(version)
+        if path == "alias":
+            return True
+        admin = self._admin(self._url(version))
+        try:
+            if path == "blue_green":
+                return await asyncio.to_thread(admin.healthy)
+            return version.served_name in await asyncio.to_thread(admin.served_models)
+        except VllmAdminError:
+            return False
+        finally:
+            admin.close()
 
     def _url(self, version: ModelVersion) -> str:
         return version.endpoint or self.policy.base_url

@@ -200,7 +200,7 @@ def test_hotswap(tmp_path: Path) -> None:
         "hotswap.py", "--clients", "2", "--warmup-s", "1", "--settle-s", "1", "--json", str(out), timeout=850
     )
     results = json.loads(out.read_text())
-    assert {r.get("path") for r in results} >= {"adapter", "in_place"}
+    assert {r.get("path") for r in results} >= {"adapter", "staged", "in_place"}
     assert results[-1]["requests"] > 0
     assert "whole run" in output
 

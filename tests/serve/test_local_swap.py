@@ -116,3 +116,55 @@ def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_re
         json={"goal": "g", "screenshots": [_screenshot()], "model": "broken", "sampling": {"max_tokens": 8}},
     )
     assert pinned.status_code >= 400
+
+
+def test_a_staged_version_is_promoted_by_the_alias_flip_alone(  # type: ignore[no-untyped-def]
+    make_service, sft_checkpoint: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Staging loads and canaries a version beside the one serving; its promotion then asks the
+    engine nothing (no load, no canary). One that fails its canary is rejected when staged."""
+    from agent.geometry import ResizeSettings
+    from agent.local_policy import LocalModels, LocalPolicy
+    from agent.prompt import PromptSettings
+    from serve.swap import SwapSettings
+
+    prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
+    engine = LocalModels(LocalPolicy(sft_checkpoint, prompt=prompt))
+    service = make_service(engine, resize=prompt.resize, swap=SwapSettings(canary_max_tokens=64))  # type: ignore[arg-type]
+    admin = service.client(service.admin)
+    newer = tmp_path / "newer"
+    shutil.copytree(sft_checkpoint, newer)
+    for body in (
+        {"name": "starter", "served_name": engine.model_version, "base": str(sft_checkpoint), "kind": "base"},
+        {"name": "newer", "base": str(newer), "kind": "full", "parent": "starter"},
+        {"name": "broken", "base": str(tiny_model_dir), "kind": "full"},
+    ):
+        assert admin.post("/v1/models", json=body).status_code == 201
+    assert admin.post("/v1/models/promote", json={"version": "starter"}).status_code == 200
+
+    staged = admin.post("/v1/models/stage", json={"version": "newer"})
+    assert staged.status_code == 200, staged.text
+    assert staged.json()["default"] == "starter"  # not promoted: the alias did not move
+    assert "newer" in engine.served_models()
+    assert admin.get("/v1/models/newer").json()["info"]["staged"]["canary"]["ok"] is True
+
+    asked: list[str | None] = []
+    real_predict = engine.predict
+
+    async def predict(*args, **kwargs):  # type: ignore[no-untyped-def]
+        asked.append(kwargs.get("model"))
+        return await real_predict(*args, **kwargs)
+
+    engine.predict = predict  # type: ignore[method-assign]
+    promoted = admin.post("/v1/models/promote", json={"version": "newer"})
+    assert promoted.status_code == 200, promoted.text
+    assert promoted.json()["default"] == "newer"
+    assert asked == []  # no canary: the stage's stands
+    history = admin.get("/v1/models/newer").json()["events"]
+    assert [e["detail"].get("path") for e in history if e["event"] == "promoted"] == ["staged"]
+
+    refused = admin.post("/v1/models/stage", json={"version": "broken"})
+    assert refused.status_code == 409
+    assert "canary" in refused.json()["detail"]
+    assert admin.get("/v1/models/broken").json()["state"] == "rejected"
+    assert admin.get("/v1/models").json()["default"] == "newer"
