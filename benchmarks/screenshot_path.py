@@ -6,8 +6,8 @@ One simulated phone behind a private adb server (the adbutils wheel's binary), t
 every path, the paths interleaved frame by frame:
 
 - `driver png`: AdbDriver.screenshot() with capture=png (`screencap -p`; its size read from the
-  PNG's header; decoded for the black-frame check only when it is small enough to be black, which
-  a flat app screen is and a photo is not), what the service uses by default;
+  PNG's header; decoded for the black-frame check only when it is small enough to be all black,
+  which app screens are not), what the service uses by default;
 - `driver raw`: capture=raw (`screencap` RGBA frame, PNG encoded on this side for the store);
 - `adbutils screenshot()`: adbutils' own call (`screencap -p` over its shell, decoded to a PIL image,
   no black-frame check);
