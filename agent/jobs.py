@@ -24,7 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from agent.store import metadata
-from agent.trajectory import utcnow
+from agent.trajectory import as_utc, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +93,6 @@ class LockHeld(JobError):
 
 def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _aware(value: datetime) -> datetime:
-    from datetime import UTC
-
-    return value if value.tzinfo else value.replace(tzinfo=UTC)  # SQLite returns naive datetimes
 
 
 class JobStore:
@@ -184,7 +178,7 @@ class JobStore:
                         )
                 except sa.exc.IntegrityError:  # another process inserted it first
                     raise LockHeld(f"the {name} lock was just taken by another job") from None
-            elif row.job_id == job_id or _aware(row.expires_at) <= now:
+            elif row.job_id == job_id or as_utc(row.expires_at) <= now:
                 if row.job_id != job_id:
                     abandoned = row.job_id
                 conn.execute(
@@ -195,7 +189,7 @@ class JobStore:
             else:
                 raise LockHeld(
                     f"job {row.job_id} ({row.owner}) holds the {name} lock until "
-                    f"{_aware(row.expires_at):%Y-%m-%d %H:%M:%S} UTC"
+                    f"{as_utc(row.expires_at):%Y-%m-%d %H:%M:%S} UTC"
                 )
         if abandoned is None:
             return None
@@ -227,7 +221,7 @@ class JobStore:
         """Whether a live holder has the lock (an expired one does not count)."""
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(locks.c.expires_at).where(locks.c.name == name)).first()
-        return row is not None and _aware(row.expires_at) > utcnow()
+        return row is not None and as_utc(row.expires_at) > utcnow()
 
     def release(self, name: str, job_id: str) -> None:
         with self.engine.begin() as conn:

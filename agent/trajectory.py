@@ -35,6 +35,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(value: datetime) -> datetime:
+    """A time read back from the database, with its zone: SQLite returns naive datetimes (UTC)."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 def new_id() -> str:
     return uuid.uuid4().hex
 

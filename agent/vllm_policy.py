@@ -189,8 +189,8 @@ class VllmPolicy:
             self.on_retry()
 
     async def _attempt(self, path: str, body: dict[str, Any], timeout: httpx.Timeout) -> dict[str, Any]:
+        client = self._clients[next(self._turn) % len(self._clients)]
         try:
-            client = self._clients[next(self._turn) % len(self._clients)]
             response = await client.post(path, json=body, timeout=timeout)
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise Retryable(f"{type(exc).__name__}: {exc}") from None

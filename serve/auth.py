@@ -14,14 +14,14 @@ import hmac
 import logging
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 
 import sqlalchemy as sa
 
 from agent.store import lock_for_migration
-from agent.trajectory import utcnow
+from agent.trajectory import as_utc, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +101,7 @@ class KeyStore:
         if row is None or row.revoked_at is not None or not hmac.compare_digest(row.hash, _hash(token)):
             return None
         now = utcnow()
-        used = row.last_used_at
-        if used is None or now - (used if used.tzinfo else used.replace(tzinfo=UTC)) > LAST_USED_EVERY:
+        if row.last_used_at is None or now - as_utc(row.last_used_at) > LAST_USED_EVERY:
             # A write at most once a minute per key, not one per request; and a busy database
             # never fails the request over it.
             try:

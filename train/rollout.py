@@ -198,15 +198,14 @@ class SemiOnlineRollout:
             for r in alive:
                 by_history.setdefault(tuple(r.history), []).append(r)
             # One prompt per distinct history, all of them in one engine call.
-            prompts = [
-                build_conversation(trajectory.goal, images, list(history), self.prompt)
-                for history in by_history
+            groups = [
+                (build_conversation(trajectory.goal, images, list(history), self.prompt), members)
+                for history, members in by_history.items()
             ]
             answers = self.engine.generate_many(
-                [(turns, len(members)) for turns, members in zip(prompts, by_history.values(), strict=True)],
-                sampling,
+                [(turns, len(members)) for turns, members in groups], sampling
             )
-            for turns, members, generated in zip(prompts, by_history.values(), answers, strict=True):
+            for (turns, members), generated in zip(groups, answers, strict=True):
                 for rollout, one in zip(members, generated, strict=True):
                     self._advance(rollout, t, turns, one, images[-1], epsilon, sampling)
         return rollouts

@@ -215,14 +215,21 @@ class SwapController:
         finally:
             await asyncio.to_thread(self.jobs.release, SWAP_LOCK, token)
 
-    async def _promote(self, name: str, *, actor: str, force: bool, reason: str | None) -> SwapResult:
-        start = time.perf_counter()
-        self.phases = {}
+    async def _read(
+        self, name: str, *, force: bool, refused: str
+    ) -> tuple[ModelVersion, ModelVersion | None]:
+        """The version to serve and the one the default alias names now; a rejected version is
+        refused (``refused`` says what to do) unless ``force``."""
         with self._phase("read"):
             version = await asyncio.to_thread(self.registry.get, name)
             if version.state == "rejected" and not force:
-                raise SwapError(f"{name} was rejected; promote it with force to try again")
-            current = await asyncio.to_thread(self.registry.promoted)
+                raise SwapError(f"{name} was rejected; {refused}")
+            return version, await asyncio.to_thread(self.registry.promoted)
+
+    async def _promote(self, name: str, *, actor: str, force: bool, reason: str | None) -> SwapResult:
+        start = time.perf_counter()
+        self.phases = {}
+        version, current = await self._read(name, force=force, refused="promote it with force to try again")
         try:
             staged = await self._fresh_stage(version)
             if staged is not None:  # loaded and canaried ahead: nothing to do but the flip
@@ -247,11 +254,7 @@ class SwapController:
     async def _stage(self, name: str, *, actor: str) -> SwapResult:
         start = time.perf_counter()
         self.phases = {}
-        with self._phase("read"):
-            version = await asyncio.to_thread(self.registry.get, name)
-            if version.state == "rejected":
-                raise SwapError(f"{name} was rejected; it cannot be staged")
-            current = await asyncio.to_thread(self.registry.promoted)
+        version, current = await self._read(name, force=False, refused="it cannot be staged")
         if not self._stageable(version):
             raise SwapError(
                 f"{name} would replace the weights the engine serves (an in-place swap): promote it directly"
@@ -277,14 +280,6 @@ class SwapController:
         with self._phase("check"):
             loaded = await self._still_loaded(version)
         return dict(staged["canary"]) if loaded else None
-
-    def _stageable(self, version: ModelVersion) -> bool:
-        """Whether ``version`` can be loaded beside the one serving (the engine's own rule)."""
-        return True
-
-    async def _still_loaded(self, version: ModelVersion) -> bool:
-        """Whether the engine still holds ``version`` (the engine's own check)."""
-        return False
 
     async def _rollback(self, *, actor: str, reason: str | None) -> SwapResult:
         aliases = await asyncio.to_thread(self.registry.aliases)
@@ -324,6 +319,14 @@ class SwapController:
         self, version: ModelVersion, current: ModelVersion | None, *, rollback: bool = False
     ) -> tuple[str, dict[str, Any]]:
         """Make ``version`` answer under its served name and canary it; returns (path, canary)."""
+        raise NotImplementedError
+
+    def _stageable(self, version: ModelVersion) -> bool:
+        """Whether ``version`` can be loaded beside the one serving (the engine's own rule)."""
+        return True
+
+    async def _still_loaded(self, version: ModelVersion) -> bool:
+        """Whether the engine still holds ``version`` as a stage left it."""
         raise NotImplementedError
 
     def _retires(self, old: ModelVersion, new: ModelVersion) -> bool:
