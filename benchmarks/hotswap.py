@@ -10,8 +10,10 @@ three as versions. Then ``--clients`` workers send requests without pause throug
 own ``VllmPolicy`` (3 retries with back-off), each asking for the version the ``default`` alias
 names when it starts, while ``HotSwapController`` promotes the adapter, rolls it back, stages a
 second adapter (loaded and canaried ahead) and promotes it, and swaps the full checkpoint in place. Per swap it prints the controller's time, the requests that failed (after
-retries) and the retried attempts during the swap, and the seconds from the swap's start until a
-request answered by the new version came back.
+retries) and the retried attempts during the swap, the seconds from the swap's start until the
+first request for the new version went out and until its answer came back, and the median time of
+any request around the swap (the new version's first answer comes one such generation after it is
+asked).
 
 The in-place path pauses the engine (new requests get 503 and are retried); inside the service no
 episode meets that pause, because new episodes are held and running ones drained first. Figures
@@ -27,6 +29,7 @@ import logging
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -209,7 +212,7 @@ async def measure(
         end = time.monotonic()
         await asyncio.sleep(args.settle_s)
         during = [d for d in load.done[before:] if d[0] <= end]
-        served = [d[1] for d in load.done if d[2] == result.version and d[0] >= start and d[3]]
+        new = [d for d in load.done if d[2] == result.version and d[0] >= start and d[3]]
         results.append(
             {
                 "swap": label,
@@ -218,8 +221,16 @@ async def measure(
                 "requests_during": len(during),
                 "failed_during": sum(1 for d in during if not d[3]),
                 "retried_attempts": sum(1 for t in retries.times if start <= t <= end + args.settle_s),
-                "new_version_serving_after_s": round(min(served) - start, 3) if served else None,
+                # The first request sent to the new version, and the first answer it gave.
+                "new_version_asked_after_s": round(min(d[0] for d in new) - start, 3) if new else None,
+                "new_version_serving_after_s": round(min(d[1] for d in new) - start, 3) if new else None,
                 "phases": {k: round(v, 3) for k, v in result.phases.items()},
+                # How long any request took around the swap: the new version's first answer comes
+                # one such generation after it is asked.
+                "request_p50_s": round(
+                    statistics.median(d[1] - d[0] for d in load.done[before:]) if load.done[before:] else 0.0,
+                    3,
+                ),
                 **({"staged_ahead_s": staged_s} if staged_s is not None else {}),
             }
         )
@@ -264,13 +275,17 @@ def main() -> int:
         f"\n{args.clients} clients, each request: one screenshot (64 image tokens), greedy, 48 tokens at most"
     )
     print(
-        f"{'swap':<26} {'path':<9} {'swap s':>7} {'requests':>9} {'failed':>7} {'retried':>8} {'new serves after s':>19}"
+        f"{'swap':<26} {'path':<9} {'swap s':>7} {'requests':>9} {'failed':>7} {'retried':>8} "
+        f"{'new asked after s':>18} {'new answered after s':>21} {'request p50 s':>14}"
     )
     for r in results[:-1]:
-        after = "-" if r["new_version_serving_after_s"] is None else f"{r['new_version_serving_after_s']:.2f}"
+        asked, answered = (
+            "-" if r[k] is None else f"{r[k]:.2f}"
+            for k in ("new_version_asked_after_s", "new_version_serving_after_s")
+        )
         print(
             f"{r['swap']:<26} {r['path']:<9} {r['swap_s']:>7.2f} {r['requests_during']:>9} "
-            f"{r['failed_during']:>7} {r['retried_attempts']:>8} {after:>19}"
+            f"{r['failed_during']:>7} {r['retried_attempts']:>8} {asked:>18} {answered:>21} {r['request_p50_s']:>14.2f}"
         )
     print("where a swap's seconds went:")
     for r in results[:-1]:

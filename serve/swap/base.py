@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +31,9 @@ from serve.gate import GateDecision, GateSettings, decide
 from serve.swap import canary
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 HOLD_LOCK = "swap-hold"  # while held, no replica starts a new episode
 SWAP_LOCK = "swap"  # one swap at a time across replicas
@@ -87,7 +92,7 @@ class CanaryFailed(SwapError):
 class SwapResult:
     version: str
     previous: str | None
-    path: str  # adapter, in_place, blue_green, alias
+    path: str  # adapter, in_place, blue_green, alias; staged (promote after a stage), held (rollback)
     seconds: float
     canary: dict[str, Any] = field(default_factory=dict)
     # Where the seconds went: load (the engine takes the weights), canary, record (the alias flip).
@@ -132,6 +137,10 @@ class SwapController:
         threading.Thread(target=canary.screen, name="canary-screen", daemon=True).start()
         self.phases: dict[str, float] = {}  # of the swap under way (see SwapResult.phases)
         self._hold_token: str | None = None  # an in-place swap's hold, released once the alias moved
+        # The swap's blocking calls (database, engine admin) run on threads of their own: on the
+        # event loop's shared pool they queue behind the requests being served, and a promote under
+        # load spent most of its time waiting there (BENCHMARKS.md section 3).
+        self._lane = ThreadPoolExecutor(max_workers=2, thread_name_prefix="swap")
 
     # -- entry points ------------------------------------------------------------------------------
     async def promote(
@@ -154,11 +163,11 @@ class SwapController:
         self, name: str, *, actor: str = "gate"
     ) -> tuple[GateDecision, SwapResult | None]:
         """The evaluation gate for a registered candidate, then the swap if it passes."""
-        candidate = await asyncio.to_thread(self.registry.get, name)
+        candidate = await self._off(self.registry.get, name)
         decision = decide(candidate, self.settings.gate)
-        await asyncio.to_thread(self.registry.annotate, name, "gate", decision.record(), actor=actor)
+        await self._off(self.registry.annotate, name, "gate", decision.record(), actor=actor)
         if not decision.passed:
-            await asyncio.to_thread(
+            await self._off(
                 self.registry.reject, name, actor=actor, detail={"reason": "; ".join(decision.reasons)}
             )
             log.info("gate rejected %s: %s", name, "; ".join(decision.reasons))
@@ -173,7 +182,7 @@ class SwapController:
         """Evaluated candidates still waiting: the retraining job's output, and ones that passed the
         gate but whose swap could not run yet (another swap held the lock, episodes would not drain).
         A failed gate or canary rejects a version, so it leaves this list."""
-        versions = await asyncio.to_thread(self.registry.versions, "candidate")
+        versions = await self._off(self.registry.versions, "candidate")
         return [v.name for v in versions if v.info.get("evaluation")]
 
     async def watch(self) -> None:
@@ -191,6 +200,13 @@ class SwapController:
     async def aclose(self) -> None:
         for task in list(self._cleanups):
             task.cancel()
+        self._lane.shutdown(wait=False, cancel_futures=True)
+
+    async def _off(self, call: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``call`` on the swap's own threads, off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._lane, functools.partial(call, *args, **kwargs)
+        )
 
     # -- the swap ----------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -204,16 +220,14 @@ class SwapController:
         """``work`` holding the swap lock (across replicas); the wait for it is a phase of its own."""
         token = f"swap-{uuid.uuid4().hex[:12]}"
         start = time.perf_counter()
-        await asyncio.to_thread(
-            self.jobs.acquire, SWAP_LOCK, token, ttl_s=self.settings.lock_ttl_s, owner=self.owner
-        )
+        await self._off(self.jobs.acquire, SWAP_LOCK, token, ttl_s=self.settings.lock_ttl_s, owner=self.owner)
         waited = time.perf_counter() - start
         try:
             result: SwapResult = await work()
             result.phases = {"lock": waited, **result.phases}
             return result
         finally:
-            await asyncio.to_thread(self.jobs.release, SWAP_LOCK, token)
+            await self._off(self.jobs.release, SWAP_LOCK, token)
 
     async def _read(
         self, name: str, *, force: bool, refused: str
@@ -221,10 +235,10 @@ class SwapController:
         """The version to serve and the one the default alias names now; a rejected version is
         refused (``refused`` says what to do) unless ``force``."""
         with self._phase("read"):
-            version = await asyncio.to_thread(self.registry.get, name)
+            version = await self._off(self.registry.get, name)
             if version.state == "rejected" and not force:
                 raise SwapError(f"{name} was rejected; {refused}")
-            return version, await asyncio.to_thread(self.registry.promoted)
+            return version, await self._off(self.registry.promoted)
 
     async def _promote(self, name: str, *, actor: str, force: bool, reason: str | None) -> SwapResult:
         start = time.perf_counter()
@@ -238,7 +252,7 @@ class SwapController:
                 path, canary = await self._serve(version, current)
             detail = {"path": path, "canary": canary} | ({"reason": reason} if reason else {})
             with self._phase("record"):
-                previous = await asyncio.to_thread(
+                previous = await self._off(
                     self.registry.promote, name, actor=actor, force=force, detail=detail
                 )
                 self.routes_changed()
@@ -261,7 +275,7 @@ class SwapController:
             )
         path, canary = await self._serve(version, current)
         record = {"path": path, "canary": canary, "at": time.time()}
-        await asyncio.to_thread(self.registry.annotate, name, "staged", record, actor=actor)
+        await self._off(self.registry.annotate, name, "staged", record, actor=actor)
         result = SwapResult(
             name, current.name if current else None, path, time.perf_counter() - start, canary, self.phases
         )
@@ -281,21 +295,33 @@ class SwapController:
             loaded = await self._still_loaded(version)
         return dict(staged["canary"]) if loaded else None
 
+    async def _still_held(self, version: ModelVersion) -> bool:
+        """Whether the engine still holds ``version`` beside the one serving (a rollback within the
+        old version's retirement grace, or to a base that was never unloaded): then moving the alias
+        back is all a rollback needs, however loaded the engine is."""
+        if not self._stageable(version):  # in place: the engine holds other weights by that name
+            return False
+        with self._phase("check"):
+            return await self._still_loaded(version)
+
     async def _rollback(self, *, actor: str, reason: str | None) -> SwapResult:
-        aliases = await asyncio.to_thread(self.registry.aliases)
+        aliases = await self._off(self.registry.aliases)
         if DEFAULT_ALIAS not in aliases:
             raise SwapError("no version is promoted: nothing to roll back")
-        current = await asyncio.to_thread(self.registry.get, aliases[DEFAULT_ALIAS])
-        previous = await asyncio.to_thread(self.registry.previous)
+        current = await self._off(self.registry.get, aliases[DEFAULT_ALIAS])
+        previous = await self._off(self.registry.previous)
         if previous is None:
             raise SwapError(f"{current.name} has no previous version to roll back to")
-        target = await asyncio.to_thread(self.registry.get, previous)
+        target = await self._off(self.registry.get, previous)
         start = time.perf_counter()
         self.phases = {}
         try:
-            path, canary = await self._serve(target, current, rollback=True)
+            if await self._still_held(target):  # it passed its canary when it served; no new one
+                path, canary = "held", {"ok": True, "skipped": "the engine still holds it"}
+            else:
+                path, canary = await self._serve(target, current, rollback=True)
             with self._phase("record"):
-                restored = await asyncio.to_thread(
+                restored = await self._off(
                     self.registry.rollback,
                     actor=actor,
                     detail={"reason": reason or "rolled back by hand", "path": path},
@@ -312,7 +338,7 @@ class SwapController:
     async def _release_hold(self) -> None:
         token, self._hold_token = self._hold_token, None
         if token is not None:
-            await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
+            await self._off(self.jobs.release, HOLD_LOCK, token)
 
     # -- what a kind of engine does ----------------------------------------------------------------
     async def _serve(
@@ -347,9 +373,9 @@ class SwapController:
 
         async def retire() -> None:
             await asyncio.sleep(self.settings.retire_after_s)
-            while await asyncio.to_thread(self.store.count, EpisodeStatus.RUNNING, model_version=old.name):
+            while await self._off(self.store.count, EpisodeStatus.RUNNING, model_version=old.name):
                 await asyncio.sleep(1.0)
-            if (await asyncio.to_thread(self.registry.aliases)).get(DEFAULT_ALIAS) == old.name:
+            if (await self._off(self.registry.aliases)).get(DEFAULT_ALIAS) == old.name:
                 return  # rolled back to it in the meantime
             await self._retire(old)
 
@@ -362,9 +388,7 @@ class SwapController:
         if rollback:
             return  # the version rolled back to stays what it was; the caller reports the failure
         try:
-            await asyncio.to_thread(
-                self.registry.reject, version.name, actor="canary", detail={"reason": reason}
-            )
+            await self._off(self.registry.reject, version.name, actor="canary", detail={"reason": reason})
         except RegistryError as exc:
             log.warning("could not mark %s rejected: %s", version.name, exc)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -56,7 +55,7 @@ class LocalSwapController(SwapController):
         if loaded_here:
             try:
                 with self._phase("load"):
-                    await asyncio.to_thread(self.engine.load, version.served_name, *wanted)
+                    await self._off(self.engine.load, version.served_name, *wanted)
             except Exception as exc:
                 await self._reject(version, f"loading it failed: {exc}", rollback)
                 raise SwapError(f"loading {version.name} failed: {exc}") from exc

@@ -90,8 +90,8 @@ class HotSwapController(SwapController):
         admin = self._admin(self._url(version))
         try:
             if path == "blue_green":
-                return await asyncio.to_thread(admin.healthy)
-            return version.served_name in await asyncio.to_thread(admin.served_models)
+                return await self._off(admin.healthy)
+            return version.served_name in await self._off(admin.served_models)
         except VllmAdminError:
             return False
         finally:
@@ -116,10 +116,10 @@ class HotSwapController(SwapController):
         admin = self._admin(url)
         try:
             with self._phase("load"):
-                served = await asyncio.to_thread(admin.served_models)
+                served = await self._off(admin.served_models)
                 loaded_here = version.served_name not in served
                 if loaded_here:
-                    await asyncio.to_thread(admin.load_adapter, version.served_name, version.adapter or "")
+                    await self._off(admin.load_adapter, version.served_name, version.adapter or "")
         except VllmAdminError as exc:
             admin.close()
             await self._reject(version, f"loading the adapter failed: {exc}", rollback)
@@ -128,7 +128,7 @@ class HotSwapController(SwapController):
             return await self._canary(version, url)
         except CanaryFailed as exc:
             if loaded_here:
-                await asyncio.to_thread(_best_effort, admin.unload_adapter, version.served_name)
+                await self._off(_best_effort, admin.unload_adapter, version.served_name)
             await self._reject(version, str(exc), rollback)
             raise
         finally:
@@ -148,9 +148,7 @@ class HotSwapController(SwapController):
         if not version.base:
             raise SwapError(f"{version.name} has no checkpoint path")
         token = f"hold-{uuid.uuid4().hex[:12]}"
-        await asyncio.to_thread(
-            self.jobs.acquire, HOLD_LOCK, token, ttl_s=self.settings.lock_ttl_s, owner=self.owner
-        )
+        await self._off(self.jobs.acquire, HOLD_LOCK, token, ttl_s=self.settings.lock_ttl_s, owner=self.owner)
         admin = self._admin(self.policy.base_url)
         previous_weights = None
         try:
@@ -159,16 +157,16 @@ class HotSwapController(SwapController):
                 await self._drain()
             previous_weights = self._weights_in_engine(version.served_name, current)
             with self._phase("load"):
-                await asyncio.to_thread(admin.reload_weights, version.base)
-            await asyncio.to_thread(
+                await self._off(admin.reload_weights, version.base)
+            await self._off(
                 self.registry.set_alias, LOADED_ALIAS_PREFIX + version.served_name, version.name, actor="swap"
             )
             canary = await self._canary(version, self.policy.base_url)
         except (CanaryFailed, VllmAdminError) as exc:
             if previous_weights is not None:  # put back what the engine held
                 try:
-                    await asyncio.to_thread(admin.reload_weights, previous_weights[1])
-                    await asyncio.to_thread(
+                    await self._off(admin.reload_weights, previous_weights[1])
+                    await self._off(
                         self.registry.set_alias,
                         LOADED_ALIAS_PREFIX + version.served_name,
                         previous_weights[0],
@@ -176,13 +174,13 @@ class HotSwapController(SwapController):
                     )
                 except VllmAdminError as again:
                     log.error("could not reload the previous weights %s: %s", previous_weights[1], again)
-            await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
+            await self._off(self.jobs.release, HOLD_LOCK, token)
             if isinstance(exc, CanaryFailed):
                 await self._reject(version, str(exc), False)
                 raise
             raise SwapError(f"in-place reload of {version.name} failed: {exc}") from exc
         except BaseException:
-            await asyncio.to_thread(self.jobs.release, HOLD_LOCK, token)
+            await self._off(self.jobs.release, HOLD_LOCK, token)
             raise
         finally:
             admin.close()
@@ -202,7 +200,7 @@ class HotSwapController(SwapController):
     async def _drain(self) -> None:
         deadline = time.monotonic() + self.settings.drain_timeout_s
         while True:
-            running = await asyncio.to_thread(self.store.count, EpisodeStatus.RUNNING)
+            running = await self._off(self.store.count, EpisodeStatus.RUNNING)
             if not running:
                 return
             if time.monotonic() > deadline:
@@ -220,14 +218,14 @@ class HotSwapController(SwapController):
                 raise SwapError(
                     f"{version.name} needs an engine of its own and swap.launch_command is not set"
                 )
-            url = await asyncio.to_thread(self._launch, version)
+            url = await self._off(self._launch, version)
         try:
             canary = await self._canary(version, url)
         except CanaryFailed as exc:
             self._stop_engine(url)
             await self._reject(version, str(exc), False)
             raise
-        await asyncio.to_thread(self.registry.set_endpoint, version.name, url, actor="swap")
+        await self._off(self.registry.set_endpoint, version.name, url, actor="swap")
         return canary
 
     def _launch(self, version: ModelVersion) -> str:
@@ -285,7 +283,7 @@ class HotSwapController(SwapController):
     async def _retire(self, old: ModelVersion) -> None:
         if old.kind == Kind.ADAPTER:
             admin = self._admin(self._url(old))
-            await asyncio.to_thread(_best_effort, admin.unload_adapter, old.served_name)
+            await self._off(_best_effort, admin.unload_adapter, old.served_name)
             admin.close()
         elif old.endpoint:
             self._stop_engine(old.endpoint)

@@ -40,3 +40,83 @@ def test_a_task_submitted_while_an_in_place_swap_holds_is_admitted_and_pinned_to
         asyncio.run(router.admit(TaskRequest(goal="Turn on Wi-Fi", model="sft")))
     with pytest.raises(UnknownModel, match="no model version"):
         asyncio.run(router.admit(TaskRequest(goal="Turn on Wi-Fi", model="nope")))
+
+
+def test_a_promote_does_not_wait_behind_the_threads_serving_requests(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Under load the event loop's shared thread pool is busy with the requests being served; a
+    swap's database calls run on threads of their own, so a promote is not queued behind them."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agent.store import TrajectoryStore
+    from serve.swap import SwapController
+
+    class AliasOnly(SwapController):
+        async def _serve(self, version, current, *, rollback=False):  # type: ignore[no-untyped-def]
+            return "alias", {"ok": True}
+
+    store = TrajectoryStore(f"sqlite:///{tmp_path / 'swap.db'}", tmp_path / "shots")
+    store.migrate()
+    registry = ModelRegistry(store.engine)
+    registry.register("sft", served_name="policy", base="/m/sft", kind="base")
+    registry.register("nightly", served_name="policy", base="/m/nightly", kind="base", parent="sft")
+    registry.promote("sft", actor="test")
+    controller = AliasOnly(store, registry, PromptSettings())
+    busy = threading.Event()
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        serving = asyncio.create_task(asyncio.to_thread(busy.wait, 5.0))  # a request holding the pool
+        await asyncio.sleep(0.05)
+        start = time.monotonic()
+        await controller.promote("nightly", actor="test")
+        took = time.monotonic() - start
+        busy.set()
+        await serving
+        await controller.aclose()
+        return took
+
+    took = asyncio.run(scenario())
+    assert registry.promoted().name == "nightly"  # type: ignore[union-attr]
+    assert took < 2.0, f"the promote waited {took:.1f} s for the request threads"
+    store.engine.dispose()
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_rollback_to_a_version_the_engine_still_holds_is_the_alias_flip_alone(tmp_path, held: bool) -> None:  # type: ignore[no-untyped-def]
+    """The version rolled back to passed its canary when it served; if the engine still holds it the
+    rollback asks the engine nothing more, else it is loaded and canaried again."""
+    from agent.store import TrajectoryStore
+    from serve.swap import SwapController
+
+    served: list[str] = []
+
+    class Engine(SwapController):
+        async def _serve(self, version, current, *, rollback=False):  # type: ignore[no-untyped-def]
+            served.append(version.name)
+            return "alias", {"ok": True}
+
+        async def _still_loaded(self, version):  # type: ignore[no-untyped-def]
+            return held
+
+    store = TrajectoryStore(f"sqlite:///{tmp_path / 'swap.db'}", tmp_path / "shots")
+    store.migrate()
+    registry = ModelRegistry(store.engine)
+    registry.register("sft", served_name="policy", base="/m/sft", kind="base")
+    registry.register("lora", base="/m/sft", adapter="/m/lora", kind="adapter", parent="sft")
+    registry.promote("sft", actor="test")
+    controller = Engine(store, registry, PromptSettings())
+
+    async def scenario() -> str:
+        await controller.promote("lora", actor="test")
+        result = await controller.rollback(actor="test")
+        await controller.aclose()
+        return result.path
+
+    path = asyncio.run(scenario())
+    assert registry.promoted().name == "sft"  # type: ignore[union-attr]
+    assert served == (["lora"] if held else ["lora", "sft"])
+    assert path == ("held" if held else "alias")
+    store.engine.dispose()
