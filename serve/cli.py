@@ -108,11 +108,28 @@ def generate_key(
 
 
 @keys_app.command("list")
-def list_keys() -> None:
+def list_keys(
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
+) -> None:
     """List keys (ids and scopes; the secrets are not stored)."""
+    import json
+
     from agent.console import print_table
 
     keys = _keys().list()
+    if as_json:
+        rows = [
+            {
+                "id": k.id,
+                "name": k.name,
+                "scopes": sorted(k.scopes),
+                "created_at": k.created_at.isoformat(),
+                "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None,
+            }
+            for k in keys
+        ]
+        typer.echo(json.dumps(rows, indent=2))
+        return
     if not keys:
         typer.echo("no keys yet (uis1 keys create NAME)", err=True)
         return

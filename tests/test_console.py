@@ -110,6 +110,13 @@ def _run_in(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess[str
             "error: bad.yaml: not valid YAML: line 2, column 4",
         ),
         (
+            ("retrain", "--config", "bad.yaml", "--check"),
+            {},
+            2,
+            "error: bad.yaml: not valid YAML: line 2, column 4",
+        ),
+        (("retrain", "--config", "retrain.yaml"), {}, 1, "error: no version is promoted yet: set base_model"),
+        (
             ("trajectories", "list"),
             {"UIS1_STORE__URL": "postgresql+psycopg://u@127.0.0.1:1/x"},
             1,
@@ -119,6 +126,7 @@ def _run_in(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess[str
 )
 def test_a_user_mistake_is_one_line_and_its_exit_code(tmp_path, argv, env, code: int, says: str) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "bad.yaml").write_text("model: [unclosed\n  x: : :\n")
+    (tmp_path / "retrain.yaml").write_text("work_dir: work\nmin_new_episodes: 0\n")
     result = _run_in(tmp_path, *argv, **env)
     assert result.returncode == code, result.stderr
     assert result.stderr.startswith(says), result.stderr
@@ -153,3 +161,13 @@ def test_trajectories_list_says_where_it_looked_and_speaks_json(tmp_path) -> Non
     assert table[1].split()[0] == "0123456789abcdef"  # the whole id, aligned under its header
     assert table[1].endswith("Turn on Wi-Fi")
     assert table[1].index("Turn on Wi-Fi") == table[0].index("GOAL")
+
+
+def test_keys_list_speaks_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    assert json.loads(_run_in(tmp_path, "keys", "list", "--json").stdout) == []
+    created = _run_in(tmp_path, "keys", "create", "ops")
+    assert created.returncode == 0, created.stderr
+    listed = json.loads(_run_in(tmp_path, "keys", "list", "--json").stdout)
+    assert [(k["name"], k["scopes"], k["revoked_at"]) for k in listed] == [("ops", ["agent"], None)]

@@ -148,6 +148,7 @@ def retrain(
     from train.retrain import retrain as run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its migration chatter is not the job's
     try:
         settings = load_retrain_config(config)
     except (ValidationError, ValueError) as exc:

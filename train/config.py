@@ -146,7 +146,11 @@ RunConfig = Annotated[RLConfig | SFTConfig | EvalConfig, Field(discriminator="ki
 
 
 def read_file(path: Path) -> dict[str, Any]:
-    """A config file's mapping; a file that does not parse is a ValueError naming it and the place."""
+    """A config file's mapping; a file that does not parse is a ValueError naming it and the place.
+
+    Parsed by PyYAML, tomllib and json. pydantic-settings' file sources were weighed and left: they
+    skip a file that is missing (a run config must exist) and raise the parser's error without the
+    file's name."""
     text = path.read_text(encoding="utf-8")
     if path.suffix in (".yaml", ".yml"):
         import yaml

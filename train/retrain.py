@@ -194,7 +194,8 @@ def retrain(
                 return _run_job(config, job, abandoned, jobs, registry, progress=progress)
         except BaseException as exc:
             reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
-            log.exception("retraining job %s failed", job.id)
+            # The reason is the job's record and the caller's one error line; the traceback with --debug.
+            log.debug("retraining job %s failed", job.id, exc_info=True)
             jobs.update(job.id, status=JobStatus.FAILED, reason=reason[:2000])
             raise
         finally:
@@ -330,13 +331,15 @@ def _starting_version(config: RetrainConfig, registry: ModelRegistry) -> ModelVe
     promoted = registry.promoted()
     if promoted is not None:
         if not promoted.weights or not Path(promoted.weights).exists():
-            raise RuntimeError(
+            raise ValueError(
                 f"the promoted version {promoted.name} has no weights on this machine "
                 f"({promoted.weights}); mount its checkpoint here"
             )
         return promoted
     if config.base_model is None:
-        raise RuntimeError("no version is promoted yet: set base_model (the checkpoint to start from)")
+        raise ValueError(
+            "no version is promoted yet: set base_model in the config (the checkpoint to start from)"
+        )
     name = config.base_served_name or config.base_model.name
     try:
         version = registry.get(name)
