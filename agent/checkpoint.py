@@ -67,10 +67,20 @@ def apply_resize(image_processor: Any, resize: ResizeSettings) -> None:
         raise ValueError(f"checkpoint resizes by {patch * merge} px, the settings say {resize.factor}")
 
 
+def require_checkpoint(path: str | Path) -> None:
+    """A path that names a folder on this machine must be one (transformers would take it for a
+    hub id and fail with a message about repository names); ``org/name`` is left to transformers."""
+    text = str(path)
+    looks_local = Path(text).is_absolute() or text.startswith((".", "~")) or text.count("/") > 1
+    if looks_local and not Path(text).expanduser().is_dir():
+        raise FileNotFoundError(f"no checkpoint folder at {text} (a model saved with save_pretrained)")
+
+
 def load_processor(path: str | Path, resize: ResizeSettings | None = None) -> Any:
     """The processor (tokenizer + image processor + chat template) of a checkpoint directory."""
     from transformers import AutoImageProcessor, AutoProcessor, AutoTokenizer
 
+    require_checkpoint(path)
     resize = resize or ResizeSettings()
     path = str(path)
     if torchvision_usable():
@@ -92,6 +102,7 @@ def load_model(path: str | Path, *, dtype: str = "auto", device: str = "cpu") ->
     import torch
     from transformers import Qwen2_5_VLForConditionalGeneration
 
+    require_checkpoint(path)
     torch_dtype: torch.dtype | str = dtype if dtype == "auto" else getattr(torch, dtype)
     model_class: Any = Qwen2_5_VLForConditionalGeneration
     model = model_class.from_pretrained(str(path), dtype=torch_dtype)

@@ -162,10 +162,14 @@ def _driver_for_run(serial: str, server: str | None, *, start_adb: bool) -> AdbD
     """A driver for ``serial`` through the adb server at ``server`` (else adb's own default); one is
     started only with ``--start-adb``, and only on this machine."""
     from devices.adb import AdbDriver
-    from devices.adb_server import AdbClient, AdbServer, default_server, server_answers
+    from devices.adb_server import AdbClient, AdbServer, default_server, server_answers, split_server
 
-    host, _, port = (server or default_server()).rpartition(":")
-    if not server_answers(host, int(port)):
+    try:
+        host, port = split_server(server or default_server())
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if not server_answers(host, port):
         if not (start_adb and host in ("127.0.0.1", "localhost")):
             typer.echo(
                 f"error: no adb server answers at {host}:{port}: start one (`adb start-server`), "
@@ -173,8 +177,16 @@ def _driver_for_run(serial: str, server: str | None, *, start_adb: bool) -> AdbD
                 err=True,
             )
             raise typer.Exit(2)
-        AdbServer(port=int(port)).start()
-    return AdbDriver(AdbClient(host=host, port=int(port)), serial)
+        AdbServer(port=port).start()
+    client = AdbClient(host=host, port=port)
+    if serial not in {d.serial for d in client.list()}:
+        typer.echo(
+            f"error: no device {serial} on the adb server at {host}:{port} "
+            "(`uis1 devices list` shows the connected ones)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    return AdbDriver(client, serial)
 
 
 trajectories_app = typer.Typer(
@@ -248,8 +260,10 @@ def show_trajectory(
     try:
         typer.echo(store.get(store.resolve_id(episode_id)).model_dump_json(indent=2))
     except KeyError:
-        typer.echo(f"error: no episode {episode_id}", err=True)
-        raise typer.Exit(2) from None
+        typer.echo(
+            f"error: no episode {episode_id} in {store.engine.url} (`uis1 trajectories list`)", err=True
+        )
+        raise typer.Exit(1) from None
 
 
 @trajectories_app.command("export")

@@ -7,6 +7,7 @@ process never imports torch, and no package imports a sibling for the sake of th
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from importlib.metadata import EntryPoint, entry_points, version
@@ -98,11 +99,20 @@ def one_line(exc: BaseException) -> tuple[str, int]:
     text = " ".join(str(exc).split()) or kind.__name__
     if module == "yaml":
         return f"not valid YAML: {text}", 2
-    if isinstance(exc, FileNotFoundError | IsADirectoryError | PermissionError):
+    if isinstance(exc, FileNotFoundError | IsADirectoryError | NotADirectoryError | PermissionError):
         return text, 2
-    if module == "sqlalchemy" and kind.__name__ in ("OperationalError", "InterfaceError"):
-        cause = " ".join(str(getattr(exc, "orig", exc)).split())[:200]
-        return f"the store's database does not answer ({cause}); check UIS1_STORE__URL", 1
+    if module == "sqlalchemy":
+        cause = " ".join(str(getattr(exc, "orig", None) or exc).split()).split(" (Background on")[0][:200]
+        if kind.__name__ in ("ArgumentError", "NoSuchModuleError"):
+            example = "sqlite:///uis1.db or postgresql+psycopg://user@host/db"
+            return (
+                f"the store's URL is not one a database opens ({cause}); set UIS1_STORE__URL, e.g. {example}",
+                2,
+            )
+        if kind.__name__ in ("OperationalError", "InterfaceError"):
+            return f"the store's database does not answer ({cause}); check UIS1_STORE__URL", 1
+        if kind.__name__ == "DatabaseError":
+            return f"the store's database cannot be read ({cause}); check UIS1_STORE__URL", 1
     if isinstance(exc, LookupError | ValueError):
         return text, 1
     return f"{kind.__name__}: {text} (run again with {DEBUG_FLAG} for the traceback)", 1
@@ -113,17 +123,37 @@ def main() -> None:
     (anywhere on the command line) shows the traceback instead."""
     import sys
 
+    # typer carries its own copy of click (pinned in the locks); its usage errors are these.
+    from typer._click import exceptions as click
+
     debug = DEBUG_FLAG in sys.argv
     if debug:
         sys.argv.remove(DEBUG_FLAG)
+    adb_port = os.environ.get("ANDROID_ADB_SERVER_PORT", "")
+    if adb_port and not adb_port.isdigit():  # adbutils reads it when imported and fails with int()'s words
+        typer.echo(f"error: ANDROID_ADB_SERVER_PORT is a port number, got {adb_port!r}", err=True)
+        raise SystemExit(2)
     try:
-        app(standalone_mode=True)
+        code = app(standalone_mode=False)
+    except click.NoArgsIsHelpError as exc:  # a group without its command: its help
+        typer.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        raise SystemExit(2) from None
+    except click.ClickException as exc:  # a wrong option or argument: one line, like the others
+        hint = (
+            f" (see `{exc.ctx.command_path} --help`)" if isinstance(exc, click.UsageError) and exc.ctx else ""
+        )
+        typer.echo(f"error: {' '.join(exc.format_message().split())}{hint}", err=True)
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        raise SystemExit(130) from None
     except Exception as exc:
         if debug:
             raise
         message, code = one_line(exc)
         typer.echo(f"error: {message}", err=True)
         raise SystemExit(code) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

@@ -49,7 +49,19 @@ def default_server() -> str:
 
 def default_port() -> int:
     """The port of adb's default server (see ``default_server``)."""
-    return int(default_server().rpartition(":")[2])
+    return split_server(default_server())[1]
+
+
+def split_server(address: str) -> tuple[str, int]:
+    """``host:port`` of an adb server; anything else is a ValueError that says so (a port from
+    ``ANDROID_ADB_SERVER_PORT`` or ``ADB_SERVER_SOCKET`` included)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(
+            f"an adb server is host:port, got {address!r} "
+            "(check --server/--adb-server, ANDROID_ADB_SERVER_PORT and ADB_SERVER_SOCKET)"
+        )
+    return host, int(port)
 
 
 def find_adb(explicit: str | None = None) -> str:

@@ -44,13 +44,19 @@ def list_devices(
 ) -> None:
     """List the devices every adb server knows, with their states."""
     import json
+    import logging
 
-    pool = _pool(server or [default_server()])
+    logging.getLogger("devices.pool").setLevel(logging.ERROR)  # the unreachable servers are said below
+    try:
+        pool = _pool(server or [default_server()])
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     asyncio.run(pool.refresh())
     for address in sorted(pool.unreachable):
         typer.echo(f"error: no adb server answers at {address} (start one with `adb start-server`)", err=True)
     if pool.unreachable and len(pool.unreachable) == len(pool.settings.servers):
-        raise typer.Exit(1)
+        raise typer.Exit(2)
     if as_json:
         rows = [
             {"serial": d.serial, "state": d.state.value, "model": d.model, "server": d.server}

@@ -25,7 +25,7 @@ import adbutils
 from adbutils.errors import AdbError
 
 from devices.adb import AdbDriver
-from devices.adb_server import AdbClient, server_answers
+from devices.adb_server import AdbClient, server_answers, split_server
 from devices.base import DeviceError, DeviceGone
 from devices.pool_model import (
     DeviceState,
@@ -51,13 +51,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def _split_server(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"an adb server is host:port, got {address!r}")
-    return host, int(port)
-
-
 class DevicePool:
     def __init__(
         self, settings: PoolSettings | None = None, *, clock: Callable[[], float] = time.monotonic
@@ -66,7 +59,7 @@ class DevicePool:
         self._clock = clock
         self._clients: dict[str, adbutils.AdbClient] = {}
         for address in self.settings.servers:
-            host, port = _split_server(address)
+            host, port = split_server(address)
             self._clients[address] = AdbClient(
                 host=host, port=port, socket_timeout=self.settings.health_timeout_s
             )
@@ -110,9 +103,12 @@ class DevicePool:
         """List every server's devices and update states (a missing device becomes ``gone``)."""
         listings: dict[str, list[Any] | None] = {}
         for address, client in self._clients.items():
-            host, port = _split_server(address)
+            host, port = split_server(address)
+            # Said once when a server stops answering (and once when it is back), not every refresh.
+            said = address in self.unreachable
             if not await asyncio.to_thread(server_answers, host, port, self.settings.health_timeout_s):
-                log.warning("adb server %s does not answer", address)
+                if not said:
+                    log.warning("adb server %s does not answer", address)
                 listings[address] = None
                 continue
             try:
@@ -120,8 +116,12 @@ class DevicePool:
                     asyncio.to_thread(client.list, extended=True), self.settings.health_timeout_s + 1
                 )
             except (AdbError, OSError, TimeoutError) as exc:
-                log.warning("adb server %s unreachable: %s", address, exc)
+                if not said:
+                    log.warning("adb server %s unreachable: %s", address, exc)
                 listings[address] = None
+                continue
+            if said:
+                log.info("adb server %s answers again", address)
         async with self._changed:
             self.unreachable = {a for a, entries in listings.items() if entries is None}
             now = self._clock()
@@ -159,7 +159,7 @@ class DevicePool:
     async def connect(self, address: str, server: str | None = None) -> PooledDevice:
         """``adb connect`` a network device (wireless debugging, an emulator on another host)."""
         server_address, client = self.client_for(server)
-        host, port = _split_server(server_address)
+        host, port = split_server(server_address)
         if not await asyncio.to_thread(server_answers, host, port, self.settings.health_timeout_s):
             raise DeviceGone(address, f"the adb server at {server_address} does not answer")
         try:

@@ -10,6 +10,7 @@ import typer
 
 if TYPE_CHECKING:
     from serve.auth import KeyStore
+    from serve.settings import ServeSettings
 
 serve_app = typer.Typer(help="Run the agent API service.", add_completion=False)
 keys_app = typer.Typer(
@@ -20,7 +21,9 @@ keys_app = typer.Typer(
 @serve_app.command("serve")
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1, UIS1_HOST).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (default 8080, UIS1_PORT).")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Port (default 8080, UIS1_PORT).")
+    ] = None,
 ) -> None:
     """Start the API service with settings from UIS1_* variables."""
     import uvicorn
@@ -34,6 +37,9 @@ def serve(
     settings = ServeSettings()
     updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = settings.model_copy(update=updates)
+    # What would otherwise fail inside uvicorn's start-up as a logged traceback: one error line.
+    _can_listen(settings.host, settings.port)
+    _store_opens(settings)
     uvicorn.run(
         create_app(settings),
         host=settings.host,
@@ -42,6 +48,35 @@ def serve(
         access_log=False,
         timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
     )
+
+
+def _can_listen(host: str, port: int) -> None:
+    """Refuse, in one line, an address the service could not listen on."""
+    import socket
+
+    from typer._click.exceptions import UsageError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise UsageError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+                "choose another with --port/--host (or UIS1_PORT/UIS1_HOST)"
+            ) from None
+
+
+def _store_opens(settings: ServeSettings) -> None:
+    """Open the task store and bring its schema up to date before the service starts."""
+    from agent.store import TrajectoryStore
+
+    store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
+    try:
+        store.migrate()
+    finally:
+        store.engine.dispose()
 
 
 def warn_unknown_variables() -> None:
@@ -116,7 +151,8 @@ def list_keys(
 
     from agent.console import print_table
 
-    keys = _keys().list()
+    keys_store = _keys()
+    keys = keys_store.list()
     if as_json:
         rows = [
             {
@@ -131,7 +167,7 @@ def list_keys(
         typer.echo(json.dumps(rows, indent=2))
         return
     if not keys:
-        typer.echo("no keys yet (uis1 keys create NAME)", err=True)
+        typer.echo(f"no keys yet in {keys_store.engine.url} (uis1 keys create NAME)", err=True)
         return
     print_table(
         ("ID", "SCOPES", "STATE", "NAME"),

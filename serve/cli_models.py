@@ -61,7 +61,7 @@ def list_models(
         typer.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        typer.echo("no model versions registered (uis1 models register)", err=True)
+        typer.echo(f"no model versions registered in {store.engine.url} (uis1 models register)", err=True)
         return
     from agent.console import print_table
 
@@ -219,7 +219,7 @@ def list_jobs(
         typer.echo(json.dumps([j.__dict__ for j in jobs], indent=2, default=str))
         return
     if not jobs:
-        typer.echo("no jobs yet (uis1 retrain, or POST /v1/jobs)", err=True)
+        typer.echo(f"no jobs yet in {store.engine.url} (uis1 retrain, or POST /v1/jobs)", err=True)
         return
     from agent.console import print_table
 
@@ -240,7 +240,8 @@ def show_job(job_id: Annotated[str, typer.Argument(help="A job id (a unique pref
     found = [j for j in JobStore(store.engine).list(limit=500) if j.id.startswith(job_id)]
     store.engine.dispose()
     if len(found) != 1:
-        typer.echo(f"error: {len(found)} jobs match {job_id!r}", err=True)
+        what = "no job matches" if not found else f"{len(found)} jobs match"
+        typer.echo(f"error: {what} {job_id!r} (`uis1 jobs list` shows them)", err=True)
         raise typer.Exit(1)
     typer.echo(json.dumps(found[0].__dict__, indent=2, default=str))
 

@@ -116,6 +116,31 @@ def _run_in(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess[str
             "error: bad.yaml: not valid YAML: line 2, column 4",
         ),
         (("retrain", "--config", "retrain.yaml"), {}, 1, "error: no version is promoted yet: set base_model"),
+        (("serve", "--port", "99999"), {}, 2, "error: Invalid value for '--port'"),
+        (
+            ("serve",),
+            {"UIS1_STORE__URL": "postgresql+psycopg://u@127.0.0.1:1/x"},
+            1,
+            "error: the store's database does not answer",
+        ),
+        (("train", "sft", "--config", "missing.yaml"), {}, 2, "error: Invalid value for '--config'"),
+        (("train", "sft", "--config", "nomodel.yaml"), {}, 2, "error: nomodel.yaml: no checkpoint folder at"),
+        (("nosuch",), {}, 2, "error: No such command 'nosuch'."),
+        (("trajectories", "list"), {"UIS1_STORE__URL": "foo://x"}, 2, "error: the store's URL is not one"),
+        (("trajectories", "show", "nope"), {}, 1, "error: no episode nope in sqlite:///"),
+        (
+            ("devices", "list"),
+            {"ANDROID_ADB_SERVER_PORT": "abc"},
+            2,
+            "error: ANDROID_ADB_SERVER_PORT is a port",
+        ),
+        (
+            ("devices", "list"),
+            {"ANDROID_ADB_SERVER_PORT": "1"},
+            2,
+            "error: no adb server answers at 127.0.0.1:1",
+        ),
+        (("devices", "list", "-s", "nonsense"), {}, 2, "error: an adb server is host:port, got 'nonsense'"),
         (
             ("trajectories", "list"),
             {"UIS1_STORE__URL": "postgresql+psycopg://u@127.0.0.1:1/x"},
@@ -127,6 +152,9 @@ def _run_in(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess[str
 def test_a_user_mistake_is_one_line_and_its_exit_code(tmp_path, argv, env, code: int, says: str) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "bad.yaml").write_text("model: [unclosed\n  x: : :\n")
     (tmp_path / "retrain.yaml").write_text("work_dir: work\nmin_new_episodes: 0\n")
+    (tmp_path / "nomodel.yaml").write_text(
+        "model: /nowhere/model\noutput_dir: out\ndata: {sources: [{kind: sim}]}\n"
+    )
     result = _run_in(tmp_path, *argv, **env)
     assert result.returncode == code, result.stderr
     assert result.stderr.startswith(says), result.stderr
@@ -171,3 +199,16 @@ def test_keys_list_speaks_json(tmp_path) -> None:  # type: ignore[no-untyped-def
     assert created.returncode == 0, created.stderr
     listed = json.loads(_run_in(tmp_path, "keys", "list", "--json").stdout)
     assert [(k["name"], k["scopes"], k["revoked_at"]) for k in listed] == [("ops", ["agent"], None)]
+
+
+def test_serve_on_a_port_in_use_is_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _run_in(tmp_path, "serve", "--port", str(port))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: cannot listen on 127.0.0.1:{port}")
+    assert "Traceback" not in result.stderr

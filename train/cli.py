@@ -34,13 +34,16 @@ def _overrides(output_dir: Path | None, max_steps: int | None) -> dict[str, Any]
 def _load(path: Path, kind: str, overrides: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
+    from agent.checkpoint import require_checkpoint
     from train.config import load_config
 
     try:
-        return load_config(path, kind, overrides)
-    except (ValidationError, ValueError) as exc:
+        config = load_config(path, kind, overrides)
+        require_checkpoint(config.model)  # before the data is read, not after
+    except (ValidationError, ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {config_error(path, exc)}", err=True)
         raise typer.Exit(2) from None
+    return config
 
 
 def config_error(path: Path, exc: Exception) -> str:

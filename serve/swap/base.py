@@ -269,7 +269,7 @@ class SwapController:
         start = time.perf_counter()
         self.phases = {}
         version, current = await self._read(name, force=False, refused="it cannot be staged")
-        if not self._stageable(version):
+        if not await self._stageable(version):
             raise SwapError(
                 f"{name} would replace the weights the engine serves (an in-place swap): promote it directly"
             )
@@ -299,7 +299,7 @@ class SwapController:
         """Whether the engine still holds ``version`` beside the one serving (a rollback within the
         old version's retirement grace, or to a base that was never unloaded): then moving the alias
         back is all a rollback needs, however loaded the engine is."""
-        if not self._stageable(version):  # in place: the engine holds other weights by that name
+        if not await self._stageable(version):  # in place: the engine holds other weights by that name
             return False
         with self._phase("check"):
             return await self._still_loaded(version)
@@ -347,7 +347,7 @@ class SwapController:
         """Make ``version`` answer under its served name and canary it; returns (path, canary)."""
         raise NotImplementedError
 
-    def _stageable(self, version: ModelVersion) -> bool:
+    async def _stageable(self, version: ModelVersion) -> bool:
         """Whether ``version`` can be loaded beside the one serving (the engine's own rule)."""
         return True
 

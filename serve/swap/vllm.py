@@ -58,20 +58,20 @@ class HotSwapController(SwapController):
             return "blue_green" if self.settings.launch_command else "in_place"
         return self.settings.strategy
 
-    def _path(self, version: ModelVersion) -> str:
+    async def _path(self, version: ModelVersion) -> str:
         """How ``version`` gets served: an adapter loaded beside the rest, a second engine, an alias
         over the weights the engine holds, or the engine's weights reloaded in place."""
         if version.kind == Kind.ADAPTER:
             return "adapter"
-        if version.endpoint or (self._strategy() == "blue_green" and not self._is_loaded(version)):
+        if version.endpoint or (self._strategy() == "blue_green" and not await self._is_loaded(version)):
             return "blue_green"
-        return "alias" if self._is_loaded(version) else "in_place"
+        return "alias" if await self._is_loaded(version) else "in_place"
 
     async def _serve(
         self, version: ModelVersion, current: ModelVersion | None, *, rollback: bool = False
     ) -> tuple[str, dict[str, Any]]:
         """Make ``version`` answer under its served name and canary it; returns (path, canary)."""
-        path = self._path(version)
+        path = await self._path(version)
         if path == "adapter":
             return path, await self._serve_adapter(version, rollback=rollback)
         if path == "blue_green":
@@ -80,11 +80,11 @@ class HotSwapController(SwapController):
             return path, await self._canary(version, self._url(version))
         return path, await self._serve_in_place(version, current)
 
-    def _stageable(self, version: ModelVersion) -> bool:
-        return self._path(version) != "in_place"
+    async def _stageable(self, version: ModelVersion) -> bool:
+        return await self._path(version) != "in_place"
 
     async def _still_loaded(self, version: ModelVersion) -> bool:
-        path = self._path(version)
+        path = await self._path(version)
         if path == "alias":
             return True
         admin = self._admin(self._url(version))
@@ -103,9 +103,9 @@ class HotSwapController(SwapController):
     def _admin(self, url: str) -> VllmAdmin:
         return VllmAdmin(url, api_key=self.policy.api_key)
 
-    def _is_loaded(self, version: ModelVersion) -> bool:
+    async def _is_loaded(self, version: ModelVersion) -> bool:
         """A full version is in the primary engine already (it is what the engine holds)."""
-        held = self.registry.aliases().get(LOADED_ALIAS_PREFIX + version.served_name)
+        held = (await self._off(self.registry.aliases)).get(LOADED_ALIAS_PREFIX + version.served_name)
         if held is not None:
             return held == version.name
         return version.kind == Kind.BASE  # an engine started on a base model holds it from the start
@@ -155,7 +155,7 @@ class HotSwapController(SwapController):
             with self._phase("drain"):
                 await asyncio.sleep(self.settings.hold_grace_s)  # every replica has seen the hold
                 await self._drain()
-            previous_weights = self._weights_in_engine(version.served_name, current)
+            previous_weights = await self._off(self._weights_in_engine, version.served_name, current)
             with self._phase("load"):
                 await self._off(admin.reload_weights, version.base)
             await self._off(

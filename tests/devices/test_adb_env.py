@@ -82,3 +82,26 @@ def test_empty_lists_say_so_and_json_is_an_empty_list(tmp_path: Path, command: t
         [str(uis1), *command, "--json"], env=env, capture_output=True, text=True, timeout=120
     )
     assert as_json.stdout.strip() == "[]"
+
+
+def test_uis1_run_for_a_device_the_server_does_not_list_says_so_and_records_nothing(
+    adb_server, sim, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    env = {**os.environ, "UIS1_STORE__URL": f"sqlite:///{tmp_path / 'store.db'}"}
+    uis1 = Path(sys.executable).parent / "uis1"
+    result = subprocess.run(
+        [str(uis1), "run", "--device", "nosuch-5554", "--adb-server", f"127.0.0.1:{adb_server.port}", "x"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        f"error: no device nosuch-5554 on the adb server at 127.0.0.1:{adb_server.port} "
+        "(`uis1 devices list` shows the connected ones)"
+    )
+    listed = subprocess.run(
+        [str(uis1), "trajectories", "list", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert listed.stdout.strip() == "[]"  # no episode was started, so none recorded as an error
