@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from agent.prompt import PromptSettings
     from agent.settings import AgentSettings
     from agent.store import TrajectoryStore
+    from agent.trajectory import EpisodeStatus
     from devices.adb import AdbDriver
 
 app = typer.Typer(
@@ -204,6 +205,17 @@ def _store() -> TrajectoryStore:
     return store
 
 
+def _status(value: str | None) -> EpisodeStatus | None:
+    """An episode status from the command line; a wrong one is a usage error naming the choices."""
+    from agent.trajectory import EpisodeStatus
+
+    try:
+        return EpisodeStatus(value) if value else None
+    except ValueError:
+        choices = ", ".join(s.value for s in EpisodeStatus)
+        raise typer.BadParameter(f"{value!r} is not a status ({choices})", param_hint="'--status'") from None
+
+
 @trajectories_app.command("list")
 def list_trajectories(
     status: Annotated[str | None, typer.Option(help="succeeded, failed, error, cancelled, running.")] = None,
@@ -215,9 +227,8 @@ def list_trajectories(
     import json
 
     from agent.store import EpisodeQuery
-    from agent.trajectory import EpisodeStatus
 
-    query = EpisodeQuery(status=EpisodeStatus(status) if status else None, device_serial=device, limit=limit)
+    query = EpisodeQuery(status=_status(status), device_serial=device, limit=limit)
     store = _store()
     found = store.query(query)
     if as_json:
@@ -273,12 +284,10 @@ def export_trajectories(
 ) -> None:
     """Export episodes as UI-S1 interchange JSONL with their screenshots."""
     from agent.store import EpisodeQuery
-    from agent.trajectory import EpisodeStatus
 
     store = _store()
-    episodes = (
-        store.query(EpisodeQuery(status=EpisodeStatus(status), limit=10**9)) if status else store.iter_all()
-    )
+    wanted = _status(status)
+    episodes = store.query(EpisodeQuery(status=wanted, limit=10**9)) if wanted else store.iter_all()
     from agent.console import tracked
 
     path = store.export_jsonl(tracked(episodes, "exporting"), out)

@@ -42,6 +42,19 @@ def test_a_task_submitted_while_an_in_place_swap_holds_is_admitted_and_pinned_to
         asyncio.run(router.admit(TaskRequest(goal="Turn on Wi-Fi", model="nope")))
 
 
+def _sft_promoted(tmp_path, name: str, **version: str):  # type: ignore[no-untyped-def]
+    """A SQLite store whose registry serves ``sft`` and holds ``name`` (its parent) to swap to."""
+    from agent.store import TrajectoryStore
+
+    store = TrajectoryStore(f"sqlite:///{tmp_path / 'swap.db'}", tmp_path / "shots")
+    store.migrate()
+    registry = ModelRegistry(store.engine)
+    registry.register("sft", served_name="policy", base="/m/sft", kind="base")
+    registry.register(name, parent="sft", **version)  # type: ignore[arg-type]
+    registry.promote("sft", actor="test")
+    return store, registry
+
+
 def test_a_promote_does_not_wait_behind_the_threads_serving_requests(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Under load the event loop's shared thread pool is busy with the requests being served; a
     swap's database calls run on threads of their own, so a promote is not queued behind them."""
@@ -49,19 +62,13 @@ def test_a_promote_does_not_wait_behind_the_threads_serving_requests(tmp_path) -
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from agent.store import TrajectoryStore
     from serve.swap import SwapController
 
     class AliasOnly(SwapController):
         async def _serve(self, version, current, *, rollback=False):  # type: ignore[no-untyped-def]
             return "alias", {"ok": True}
 
-    store = TrajectoryStore(f"sqlite:///{tmp_path / 'swap.db'}", tmp_path / "shots")
-    store.migrate()
-    registry = ModelRegistry(store.engine)
-    registry.register("sft", served_name="policy", base="/m/sft", kind="base")
-    registry.register("nightly", served_name="policy", base="/m/nightly", kind="base", parent="sft")
-    registry.promote("sft", actor="test")
+    store, registry = _sft_promoted(tmp_path, "nightly", served_name="policy", base="/m/nightly", kind="base")
     controller = AliasOnly(store, registry, PromptSettings())
     busy = threading.Event()
 
@@ -88,7 +95,6 @@ def test_a_promote_does_not_wait_behind_the_threads_serving_requests(tmp_path) -
 def test_a_rollback_to_a_version_the_engine_still_holds_is_the_alias_flip_alone(tmp_path, held: bool) -> None:  # type: ignore[no-untyped-def]
     """The version rolled back to passed its canary when it served; if the engine still holds it the
     rollback asks the engine nothing more, else it is loaded and canaried again."""
-    from agent.store import TrajectoryStore
     from serve.swap import SwapController
 
     served: list[str] = []
@@ -101,12 +107,7 @@ def test_a_rollback_to_a_version_the_engine_still_holds_is_the_alias_flip_alone(
         async def _still_loaded(self, version):  # type: ignore[no-untyped-def]
             return held
 
-    store = TrajectoryStore(f"sqlite:///{tmp_path / 'swap.db'}", tmp_path / "shots")
-    store.migrate()
-    registry = ModelRegistry(store.engine)
-    registry.register("sft", served_name="policy", base="/m/sft", kind="base")
-    registry.register("lora", base="/m/sft", adapter="/m/lora", kind="adapter", parent="sft")
-    registry.promote("sft", actor="test")
+    store, registry = _sft_promoted(tmp_path, "lora", base="/m/sft", adapter="/m/lora", kind="adapter")
     controller = Engine(store, registry, PromptSettings())
 
     async def scenario() -> str:
