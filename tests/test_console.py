@@ -129,6 +129,12 @@ def _run_in(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess[str
         (("trajectories", "list"), {"UIS1_STORE__URL": "foo://x"}, 2, "error: the store's URL is not one"),
         (("trajectories", "show", "nope"), {}, 1, "error: no episode nope in sqlite:///"),
         (
+            ("models", "register", "v1", "--base", "/m", "--kind", "bogus"),
+            {},
+            2,
+            "error: Invalid value for '--kind': 'bogus' is not a kind (base, full, adapter)",
+        ),
+        (
             ("trajectories", "list", "--status", "bogus"),
             {},
             2,
