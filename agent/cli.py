@@ -220,7 +220,7 @@ def _status(value: str | None) -> EpisodeStatus | None:
 def list_trajectories(
     status: Annotated[str | None, typer.Option(help="succeeded, failed, error, cancelled, running.")] = None,
     device: Annotated[str | None, typer.Option(help="Device serial.")] = None,
-    limit: Annotated[int, typer.Option(help="How many.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, help="How many.")] = 20,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
 ) -> None:
     """List recorded episodes, newest first."""

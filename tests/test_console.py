@@ -134,6 +134,7 @@ def _run_in(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess[str
             2,
             "error: Invalid value for '--kind': 'bogus' is not a kind (base, full, adapter)",
         ),
+        (("trajectories", "list", "--limit", "0"), {}, 2, "error: Invalid value for '--limit'"),
         (
             ("trajectories", "list", "--status", "bogus"),
             {},
