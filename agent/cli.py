@@ -206,14 +206,10 @@ def _store() -> TrajectoryStore:
 
 
 def _status(value: str | None) -> EpisodeStatus | None:
-    """An episode status from the command line; a wrong one is a usage error naming the choices."""
+    from agent.console import choice
     from agent.trajectory import EpisodeStatus
 
-    try:
-        return EpisodeStatus(value) if value else None
-    except ValueError:
-        choices = ", ".join(s.value for s in EpisodeStatus)
-        raise typer.BadParameter(f"{value!r} is not a status ({choices})", param_hint="'--status'") from None
+    return choice(EpisodeStatus, value or None, "--status", "status")
 
 
 @trajectories_app.command("list")

@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from enum import Enum
 from importlib.metadata import EntryPoint, entry_points, version
 from typing import Any, TypeVar
 
 import typer
 
 T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
 
 ENTRY_POINT_GROUP = "uis1.commands"
 DISTRIBUTION = "ui-s1"
@@ -154,6 +156,18 @@ def main() -> None:
         typer.echo(f"error: {message}", err=True)
         raise SystemExit(code) from None
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def choice(kind: type[E], value: str | None, option: str, noun: str) -> E | None:
+    """``value`` as a member of the enum ``kind`` (None stays None); anything else is a usage error
+    that lists the choices, for options typed as plain strings to keep imports lazy."""
+    if value is None:
+        return None
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(str(member.value) for member in kind)
+        raise typer.BadParameter(f"{value!r} is not a {noun} ({choices})", param_hint=f"'{option}'") from None
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

@@ -69,14 +69,15 @@ def _can_listen(host: str, port: int) -> None:
 
 
 def _store_opens(settings: ServeSettings) -> None:
-    """Open the task store and bring its schema up to date before the service starts."""
-    from agent.store import TrajectoryStore
+    """Connect to the task store once before the service starts (it migrates the store itself)."""
+    from agent.store import make_engine
 
-    store = TrajectoryStore(settings.store.url, settings.store.screenshot_dir)
+    engine = make_engine(settings.store.url)
     try:
-        store.migrate()
+        with engine.connect():
+            pass
     finally:
-        store.engine.dispose()
+        engine.dispose()
 
 
 def warn_unknown_variables() -> None:

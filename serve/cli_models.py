@@ -103,11 +103,10 @@ def register_model(
     parent: Annotated[str | None, typer.Option(help="The version it was trained from.")] = None,
 ) -> None:
     """Register a version (e.g. the published UI-S1-7B the engine starts with, as kind base)."""
+    from agent.console import choice
     from agent.registry import Kind
 
-    if kind is not None and kind not in {k.value for k in Kind}:
-        choices = ", ".join(k.value for k in Kind)
-        raise typer.BadParameter(f"{kind!r} is not a kind ({choices})", param_hint="'--kind'")
+    choice(Kind, kind, "--kind", "kind")
     _, store, registry = _service_parts()
     version = registry.register(
         name, base=base, adapter=adapter, served_name=served_name, kind=kind, parent=parent, actor=_actor()

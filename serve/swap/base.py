@@ -291,16 +291,12 @@ class SwapController:
             or time.time() - float(staged.get("at", 0)) > self.settings.stage_ttl_s
         ):
             return None
-        with self._phase("check"):
-            loaded = await self._still_loaded(version)
-        return dict(staged["canary"]) if loaded else None
+        return dict(staged["canary"]) if await self._still_held(version) else None
 
     async def _still_held(self, version: ModelVersion) -> bool:
-        """Whether the engine still holds ``version`` beside the one serving (a rollback within the
-        old version's retirement grace, or to a base that was never unloaded): then moving the alias
-        back is all a rollback needs, however loaded the engine is."""
-        if not await self._stageable(version):  # in place: the engine holds other weights by that name
-            return False
+        """Whether the engine still holds ``version`` as it was last canaried (a stage, or a
+        rollback within the old version's retirement grace or to a base never unloaded): then
+        moving the alias is all the swap needs, however loaded the engine is. A phase of its own."""
         with self._phase("check"):
             return await self._still_loaded(version)
 
@@ -352,7 +348,8 @@ class SwapController:
         return True
 
     async def _still_loaded(self, version: ModelVersion) -> bool:
-        """Whether the engine still holds ``version`` as a stage left it."""
+        """Whether the engine holds ``version`` now, under its served name, with its own weights
+        (not other weights loaded in place under that name)."""
         raise NotImplementedError
 
     def _retires(self, old: ModelVersion, new: ModelVersion) -> bool:

@@ -63,9 +63,12 @@ class HotSwapController(SwapController):
         over the weights the engine holds, or the engine's weights reloaded in place."""
         if version.kind == Kind.ADAPTER:
             return "adapter"
-        if version.endpoint or (self._strategy() == "blue_green" and not await self._is_loaded(version)):
+        if version.endpoint:
             return "blue_green"
-        return "alias" if await self._is_loaded(version) else "in_place"
+        loaded = await self._is_loaded(version)
+        if self._strategy() == "blue_green" and not loaded:
+            return "blue_green"
+        return "alias" if loaded else "in_place"
 
     async def _serve(
         self, version: ModelVersion, current: ModelVersion | None, *, rollback: bool = False
@@ -85,8 +88,8 @@ class HotSwapController(SwapController):
 
     async def _still_loaded(self, version: ModelVersion) -> bool:
         path = await self._path(version)
-        if path == "alias":
-            return True
+        if path in ("alias", "in_place"):  # in place: the engine holds other weights by that name
+            return path == "alias"
         admin = self._admin(self._url(version))
         try:
             if path == "blue_green":
