@@ -121,3 +121,37 @@ def test_a_rollback_to_a_version_the_engine_still_holds_is_the_alias_flip_alone(
     assert served == (["lora"] if held else ["lora", "sft"])
     assert path == ("held" if held else "alias")
     store.engine.dispose()
+
+
+def test_a_version_the_engine_replaced_in_place_is_not_still_held_though_its_name_is_served(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """After an in-place swap the engine serves the same name with other weights: a rollback to the
+    version before must reload them, not take the served name for the version."""
+    from agent.vllm_policy import VllmSettings
+    from serve.swap import LOADED_ALIAS_PREFIX, HotSwapController
+
+    store, registry = _sft_promoted(tmp_path, "merged", served_name="policy", base="/m/merged", kind="full")
+    registry.set_alias(LOADED_ALIAS_PREFIX + "policy", "merged", actor="test")  # the engine holds merged
+
+    class Admin:  # the engine lists the served name, whatever weights are behind it
+        def served_models(self) -> list[str]:
+            return ["policy"]
+
+        def healthy(self) -> bool:
+            return True
+
+        def close(self) -> None:
+            pass
+
+    controller = HotSwapController(store, registry, VllmSettings(), PromptSettings())
+    controller._admin = lambda url: Admin()  # type: ignore[assignment, method-assign, return-value]
+
+    async def scenario() -> tuple[bool, bool]:
+        held = (
+            await controller._still_held(registry.get("sft")),
+            await controller._still_held(registry.get("merged")),
+        )
+        await controller.aclose()
+        return held
+
+    assert asyncio.run(scenario()) == (False, True)
+    store.engine.dispose()
