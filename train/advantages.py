@@ -136,9 +136,29 @@ def spread_keeps(spread: float | None, eta: float) -> bool:
     return spread is None or (math.isfinite(spread) and spread > eta)
 
 
-def group_spread(group: Sequence[Rollout], settings: AdvantageSettings | None = None) -> float | None:
-    """The population std of a group's R_0, what dynamic sampling compares with η (None: fewer
-    than two non-empty rollouts)."""
+def group_spread(
+    group: Sequence[Rollout], settings: AdvantageSettings | None = None, signal: str = "r0"
+) -> float | None:
+    """What dynamic sampling compares with η (None: fewer than two non-empty rollouts).
+
+    ``r0`` (the paper): the population std of the rollouts' R_0. ``any_step``: the largest
+    population std of R_t over the rollouts alive at any step t, or of their summed rewards. R_0
+    hides what the patch module adds: with γ = 0.5 and the return cut at the first mismatch, rollouts
+    that differ only at step 2 or later spread R_0 by at most ~0.22, and rollouts that share their
+    first mismatch and differ only after the patch not at all, though their step advantages are ±1.
+    """
     settings = settings or AdvantageSettings()
-    starts = [discounted_returns(r, settings.gamma, settings.horizon)[0] for r in group if r]
-    return statistics.pstdev(starts) if len(starts) >= 2 else None
+    rollouts = [r for r in group if r]
+    if len(rollouts) < 2:
+        return None
+    returns = [discounted_returns(r, settings.gamma, settings.horizon) for r in rollouts]
+    if signal == "r0":
+        return statistics.pstdev(r[0] for r in returns)
+    if signal != "any_step":
+        raise ValueError(f"unknown dynamic-sampling signal {signal!r}")
+    spreads = [statistics.pstdev(sum(s.reward for s in r) for r in rollouts)]
+    for t in range(max(len(r) for r in returns)):
+        alive = [r[t] for r in returns if len(r) > t]
+        if len(alive) >= 2:
+            spreads.append(statistics.pstdev(alive))
+    return max(spreads)

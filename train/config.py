@@ -61,7 +61,10 @@ class DataSettings(_Strict):
 
 class DynamicSampling(_Strict):
     enabled: bool = True
-    eta: float = Field(0.3, ge=0)  # drop a group when the std of its rollouts' R_0 is <= eta
+    eta: float = Field(0.3, ge=0)  # drop a group when its signal's spread is <= eta
+    # What the spread is taken of: "r0" (the paper: the rollouts' R_0) or "any_step" (the largest
+    # spread of R_t at any step, or of the summed rewards; train.advantages.group_spread says why).
+    signal: Literal["r0", "any_step"] = "r0"
     max_extra_draws: int = Field(64, ge=0)  # then train on what there is
 
 

@@ -59,6 +59,40 @@ def sop(
     }
 
 
+def sampled_sop(
+    engine: RolloutEngine,
+    trajectories: Sequence[ExpertTrajectory],
+    *,
+    prompt: PromptSettings,
+    k: int = 8,
+    temperature: float = 1.0,
+    match_settings: MatchSettings | None = None,
+    max_new_tokens: int = 512,
+) -> dict[str, dict[str, float]]:
+    """SOP as the policy samples in training: per trajectory, ``k`` replays at ``temperature`` with
+    the policy's own history and no patching. ``sampled``: the share of replays that matched every
+    step; ``progress``: the mean share of steps matched before the first mismatch; ``greedy``: one
+    greedy replay's success. A continuous score where greedy success sits at 0 or 1."""
+    roller = SemiOnlineRollout(
+        engine,
+        RolloutSettings(n=k, temperature=temperature, max_new_tokens=max_new_tokens),
+        prompt=prompt,
+        match=match_settings,
+    )
+    greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
+    out: dict[str, dict[str, float]] = {}
+    for trajectory in trajectories:
+        steps = len(trajectory.steps)
+        rollouts = roller.run(trajectory, threshold=0)
+        (best,) = roller.run(trajectory, n=1, sampling=greedy, threshold=0)
+        out[trajectory.source] = {
+            "sampled": sum(r.matched_steps == steps for r in rollouts) / len(rollouts),
+            "progress": sum(r.matched_steps / steps for r in rollouts) / len(rollouts),
+            "greedy": float(best.matched_steps == steps),
+        }
+    return out
+
+
 def step_metrics(
     engine: RolloutEngine,
     trajectories: Sequence[ExpertTrajectory],

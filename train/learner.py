@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -99,6 +99,16 @@ def mini_batches(items: Sequence[Item], count: int, padding: Item | None = None)
     return batches
 
 
+def _denominator(items: Sequence[Item], settings: LossSettings) -> Callable[[Item], int]:
+    """What each item's summed token loss is divided by, over every rank's share of the
+    mini-batch: its token count (token-mean), or its own length times the sample count."""
+    if settings.aggregation == "token_mean":
+        total = int(_global_sum(float(sum(i.tokens for i in items))))
+        return lambda item: total
+    samples = int(_global_sum(float(sum(1 for i in items if i.weight))))
+    return lambda item: max(item.sample.response_len, 1) * max(samples, 1)
+
+
 class Learner(Protocol):
     policy: PolicyModel
 
@@ -127,7 +137,7 @@ class _Updates:
     ) -> dict[str, float]:
         """One optimiser step over ``items``: a forward and backward per micro-batch of them."""
         self.policy.model.train()
-        total = int(_global_sum(float(sum(i.tokens for i in items))))
+        denominator = _denominator(items, settings)
         sums = {"pg_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "ratio": 0.0, "entropy": 0.0}
         batches = chunks(items, self.micro_batch)
         for k, batch in enumerate(batches):
@@ -141,7 +151,7 @@ class _Updates:
                     old[None],
                     adv[None],
                     torch.ones_like(logp)[None],
-                    total_tokens=total,
+                    total_tokens=denominator(item),
                     ref_logp=None if item.ref_logp is None else item.ref_logp[None],
                     settings=settings,
                 )

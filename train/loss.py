@@ -5,12 +5,15 @@ max(−Aρ, −A·clip(ρ, 1−ε_low, 1+ε_high)), capped at −A·c for A < 0 
 β·k3 with k3 = exp(ref − logp) − (ref − logp) − 1 clamped to [−10, 10]. No entropy term.
 
 Token-mean is over every response token of the optimiser mini-batch: callers pass the mini-batch's
-token count, so micro-batches accumulate to exactly that mean.
+token count, so micro-batches accumulate to exactly that mean. ``aggregation: sample_mean`` instead
+weighs every sample alike (each one's token-mean, averaged over the mini-batch's samples), so a long
+sample (a junk response run to the token limit) counts as much as a short one, not more.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -24,6 +27,9 @@ class LossSettings:
     clip_high: float = 0.2
     dual_clip: float = 3.0
     kl_beta: float = 1e-4
+    # "token_mean" (the paper): every response token of the mini-batch counts alike; "sample_mean":
+    # every sample counts alike (the learner divides each one's sum by its length x the samples).
+    aggregation: Literal["token_mean", "sample_mean"] = "token_mean"
 
 
 @dataclass

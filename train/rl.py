@@ -74,7 +74,7 @@ def _draw(
         trajectory = stream.next()
         drawn.append(trajectory.id)
         rollouts = roller.run(trajectory)
-        spread = group_spread(_samples(rollouts), config.advantage)
+        spread = group_spread(_samples(rollouts), config.advantage, config.dynamic_sampling.signal)
         spreads.append(spread)
         if config.dynamic_sampling.enabled and not spread_keeps(spread, config.dynamic_sampling.eta):
             dropped.append((trajectory, rollouts))
@@ -305,6 +305,9 @@ def _one_step(
         "kl": _mean(updates, "kl"),
         "pg_loss": _mean(updates, "pg_loss"),
         "clip_fraction": _mean(updates, "clip_fraction"),
+        # Each update's own: the first of a step runs on the sampling weights (every ratio is 1, so
+        # nothing clips there); how far the policy moves shows in the later ones.
+        "clip_fractions": [u["clip_fraction"] for u in updates],
         "entropy": _mean(updates, "entropy"),
         "grad_norm": _mean(updates, "grad_norm"),
         "tokens": tokens,

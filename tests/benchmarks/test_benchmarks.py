@@ -193,6 +193,30 @@ def test_learning(tmp_path: Path) -> None:
     assert "arm sft" not in again
 
 
+def test_rl_sanity(tmp_path: Path) -> None:
+    """The RL sanity check runs the product's rl stage (its adapter, scaled as printed) for equal
+    steps per arm, with the lr-0 control's weights unmoved, and assembles its table from the cache."""
+    pytest.importorskip("torch")
+    cache, out = str(tmp_path / "cache"), tmp_path / "rl.json"
+    common = ("--quick", "--quiet", "--cache", cache)
+    output = _run("rl_sanity.py", *common, "--arms", "control", "lora-1e-3", "--json", str(out), timeout=850)
+    assert "scaled for this machine: learner.backend = torch" in output
+    assert "smallest gain the interval can detect" in output
+    summary = json.loads(out.read_text())
+    control, trained = summary["arms"]["control"], summary["arms"]["lora-1e-3"]
+    assert control["kl"] == [0.0] * len(control["kl"])  # lr 0: the adapter never moves
+    assert len(trained["reward"]) == len(control["reward"])  # equal steps
+    gain = trained["gain"]
+    assert gain["low"] <= gain["mean"] <= gain["high"]
+    assert gain["shown"] == (gain["low"] > 0)
+    piece = json.loads(next((tmp_path / "cache").glob("*/arms/lora-1e-3-seed0.json")).read_text())
+    assert piece["config"]["learner"]["lora"]["rank"] == 64  # the product's adapter, not a full fine-tune
+    assert piece["config"]["optim"]["lr"] == 1e-3
+    again = _run("rl_sanity.py", "table", *common, timeout=300)  # from the cache: nothing trains again
+    assert "| lora-1e-3 |" in again
+    assert "arm lora-1e-3" not in again
+
+
 def test_hotswap(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "hotswap.json"

@@ -20,6 +20,7 @@ from train.advantages import (
     discounted_returns,
     episode_advantages,
     group_advantages,
+    group_spread,
     keeps_signal,
     step_advantages,
 )
@@ -114,6 +115,26 @@ def test_dynamic_sampling_drops_a_group_whose_spread_is_exactly_eta() -> None:
     above = math.nextafter(0.6, 1.0)
     assert statistics.pstdev([0.0, above]) > 0.3
     assert keeps_signal([[S(0.0, False)], [S(above, True)]])
+
+
+def test_any_step_signal_keeps_groups_that_differ_only_after_their_first_mismatch() -> None:
+    """Two rollouts patched at the same step 0 that differ only after the patch: R_0 is 0.1 for both
+    (the return stops at the mismatch), so the paper's R_0 rule drops them even at η = 0, though
+    their step-1 returns are 1.5 and 0.1 (step advantages ±0.707) and their summed rewards 2.1 and
+    0.2. ``any_step`` keeps them."""
+    hit = [S(0.1, False), S(1, True), S(1, True)]
+    miss = [S(0.1, False), S(0.1, False)]
+    assert group_spread([hit, miss]) == 0.0
+    assert not keeps_signal([hit, miss], eta=0.0)
+    assert group_spread([hit, miss], signal="any_step") == pytest.approx(0.95)  # the sums' spread
+    # Rollouts that part at step 2: R_0 1.75 vs 1.525, population std 0.1125 <= 0.3 (dropped by R_0);
+    # their step-2 returns 1 and 0.1 spread 0.45, their summed rewards 3 and 2.1 spread 0.45.
+    late_hit = [S(1, True), S(1, True), S(1, True)]
+    late_miss = [S(1, True), S(1, True), S(0.1, False)]
+    assert group_spread([late_hit, late_miss]) == pytest.approx(0.1125)
+    assert group_spread([late_hit, late_miss], signal="any_step") == pytest.approx(0.45)
+    # Rollouts that did exactly alike have no signal under either rule.
+    assert group_spread([hit, list(hit)], signal="any_step") == 0.0
 
 
 def test_without_the_episode_term_and_with_gamma_zero_each_step_is_plain_grpo() -> None:

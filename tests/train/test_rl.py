@@ -129,3 +129,28 @@ def test_rollout_metrics_count_samples_per_step_and_matches_after_a_first_mistak
     assert metrics["samples_at_step"] == [2, 2, 1, 1]
     assert metrics["after_mistake"] == [2, 3]  # steps 1-3 of the patched rollout, two of them matched
     assert metrics["match_rate"] == pytest.approx(3 / 6)
+
+
+@pytest.mark.parametrize(("signal", "kept"), [("r0", 0), ("any_step", 1)])
+def test_dynamic_sampling_looks_at_the_signal_the_config_names(signal: str, kept: int) -> None:
+    """Two rollouts that both miss step 0 (patched) and part at step 1: R_0 is 0.1 for both, so
+    the paper's rule drops the group even at η = 0; ``any_step`` keeps it for the update."""
+    from train.rl import _draw
+    from train.runs import Stream
+
+    plan = {0: [WRONG_TYPE, WRONG_TYPE], 1: [MATCH[1], WRONG_TYPE], 2: [MATCH[2]]}
+    roller = SemiOnlineRollout(
+        ScriptEngine(plan), RolloutSettings(n=2, patch=PatchSettings(threshold=1)), prompt=PROMPT
+    )
+    config = RLConfig.model_validate(
+        {
+            "model": "unused",
+            "output_dir": "unused",
+            "data": {"sources": [{"kind": "sim"}]},
+            "tasks_per_step": 1,
+            "dynamic_sampling": {"eta": 0.0, "max_extra_draws": 0, "signal": signal},
+        }
+    )
+    groups, dropped, _, spreads = _draw(config, roller, Stream([TRAJECTORY], seed=0))
+    assert (len(groups), len(dropped)) == (kept, 1 - kept)
+    assert spreads[0] == (0.0 if signal == "r0" else pytest.approx(0.95))  # sums 2.1 and 0.2
