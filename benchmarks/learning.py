@@ -77,6 +77,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
+from pieces import read_json, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -436,17 +437,6 @@ def step_accuracy(engine: Any, data: list[Any], prompt: Any, max_new_tokens: int
 
 
 # -- pieces ---------------------------------------------------------------------------------------
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
 @dataclass
 class Bench:
     setting: Setting

@@ -45,7 +45,6 @@ import argparse
 import hashlib
 import json
 import math
-import os
 import random
 import shutil
 import statistics
@@ -58,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
+from pieces import read_json, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = 1  # bump when a piece's meaning changes: older cached pieces are not reused
@@ -143,6 +143,17 @@ ARMS: dict[str, dict[str, Any]] = {
     "full-1e-5": {"optim": {"lr": 1e-5}, "learner": {"lora": None}},
     "full-1e-4": {"optim": {"lr": 1e-4}, "learner": {"lora": None}},
 }
+
+
+# Switch against the rate it sits on, and the rates against METHOD.md's: (arm, against).
+COMPARED = (
+    ("lora-1e-4-thoughts", "lora-1e-4"),
+    ("lora-1e-4-any-step", "lora-1e-4"),
+    ("lora-1e-4-sample-mean", "lora-1e-4"),
+    ("lora-1e-4-beta-1e-2", "lora-1e-4"),
+    ("lora-1e-4", "lora-1e-6"),
+    ("lora-3e-4", "lora-1e-4"),
+)
 
 
 # -- data and configs -----------------------------------------------------------------------------
@@ -296,17 +307,6 @@ def control_reference(pieces: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 
 # -- pieces ---------------------------------------------------------------------------------------
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
 @dataclass
 class Bench:
     setting: Setting
@@ -444,6 +444,7 @@ class Bench:
                         "groups_dropped",
                         "samples",
                         "pg_loss",
+                        "format_rate",
                     )
                 }
                 for r in rows
@@ -512,7 +513,20 @@ def summarise(setting: Setting, pieces: Sequence[dict[str, Any]]) -> dict[str, A
             mean, low, high = bootstrap_gain(final, control)
             row["gain"] = {"mean": mean, "low": low, "high": high, "shown": bool(low > 0)}
         rows[arm] = row
-    return {"arms": rows}
+    finals = {
+        arm: {p["seed"]: {i: v["sampled"] for i, v in p["curve"][-1]["scores"].items()} for p in runs}
+        for arm, runs in by_arm.items()
+    }
+    differences = {}
+    for arm, other in COMPARED:
+        if arm in finals and other in finals:
+            against = {
+                i: statistics.fmean(values[i] for values in finals[other].values())
+                for i in set.intersection(*(set(v) for v in finals[other].values()))
+            }
+            mean, low, high = bootstrap_gain(finals[arm], against)
+            differences[f"{arm} - {other}"] = {"mean": mean, "low": low, "high": high}
+    return {"arms": rows, "differences": differences}
 
 
 def render(
@@ -535,6 +549,10 @@ def render(
             f"| {arm} | {row['updates']:.0f} | {curve} | {row['greedy_final']:.2f} | {gain_text} | "
             f"{row['groups_kept']}/{row['groups_dropped']} | {row['clip_fraction']:.3f} | {row['kl'][-1] if row['kl'] else 0:.2e} |"
         )
+    if summary.get("differences"):
+        lines += ["", "| difference in final sampled success | mean [95%] |", "|---|---|"]
+        for name, d in summary["differences"].items():
+            lines.append(f"| {name} | {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] |")
     return "\n".join(lines) + "\n"
 
 
@@ -547,7 +565,7 @@ def picture(summary: dict[str, Any], out: Path) -> Path:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for arm, row in summary["arms"].items():
-        style = {"color": "black", "linestyle": "--"} if arm == "control" else {}
+        style = {"color": "black", "linestyle": "--", "zorder": 5} if arm == "control" else {}
         axes[0].plot(row["steps"], row["sampled_curve"], marker="o", label=arm, **style)
         axes[1].plot(range(1, len(row["reward"]) + 1), row["reward"], label=arm, **style)
         axes[2].plot(range(1, len(row["kl"]) + 1), row["kl"], label=arm, **style)

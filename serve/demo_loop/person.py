@@ -72,7 +72,10 @@ def correct(client: Any, task: Any, device: Any, say: Any) -> tuple[str, int]:
     while True:
         index = len(client.trajectory(created.id).steps)
         held = held_at(client, created.id, index)
-        if held is None or held.status.finished:
+        if held is None:
+            say(f"    step {index + 1} was not held for the person within the wait; the person stops")
+            return created.id, corrected
+        if held.status.finished:
             return created.id, corrected
         expert = next(solver, ExpertAction("terminate", status="success"))
         proposed = held.held.proposed_action if held.held else None

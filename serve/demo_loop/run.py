@@ -243,10 +243,15 @@ class _Loop:
             task_id, corrected = correct(self.client, task, device, self.say)
             corrected_steps += corrected
             result = finished(self.client, task_id)
-            ok = result is not None and task.is_successful(device.phone, Outcome(answer=result.answer))
+            self.rows[(family, seed)].links.append(self.viewer(task_id))
+            if result is None:  # feedback is for finished tasks: say so rather than fail on a 409
+                self.say(
+                    "    -> [red]the task had not ended when the person stopped waiting; not labelled[/]"
+                )
+                continue
+            ok = task.is_successful(device.phone, Outcome(answer=result.answer))
             self.client.feedback(task_id, "success" if ok else "failure", comment="corrected by a person")
             self.rows[(family, seed)].corrected = True
-            self.rows[(family, seed)].links.append(self.viewer(task_id))
             self.say(f"    -> {'done' if ok else 'not done'}, labelled by the person")
         return corrected_steps
 

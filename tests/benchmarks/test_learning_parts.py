@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.benchmarks.scripts import load
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def learning() -> ModuleType:
-    if str(REPO / "benchmarks") not in sys.path:  # as when it runs: its helpers sit beside it
-        sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("learning_benchmark", REPO / "benchmarks" / "learning.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load("learning.py")
 
 
 @pytest.mark.parametrize("family", ["add_several_to_cart", "star_two_files", "favorite_contact"])

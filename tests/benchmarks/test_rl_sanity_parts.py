@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import yaml
 
+from tests.benchmarks.scripts import load
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def sanity() -> ModuleType:
-    if str(REPO / "benchmarks") not in sys.path:  # as when it runs: its helpers sit beside it
-        sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("rl_sanity_benchmark", REPO / "benchmarks" / "rl_sanity.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load("rl_sanity.py")
 
 
 def test_an_arm_is_the_products_rl_stage_with_the_listed_scalings_and_its_own_change(
