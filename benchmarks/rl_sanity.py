@@ -376,13 +376,13 @@ class Bench:
         write_json(self.home / "screening.json", record)
         return record
 
-    def instances(self) -> tuple[list[str], list[Any]]:
-        chosen = self.screening()["instances"]
+    def instances(self) -> tuple[dict[str, list[int]], list[Any]]:
+        """The chosen instances as seeds by family (``sim:FAMILY:SEED``), and their trajectories."""
         seeds: dict[str, list[int]] = {}
-        for source in chosen:
+        for source in self.screening()["instances"]:
             _, family, seed = source.split(":")
             seeds.setdefault(family, []).append(int(seed))
-        return chosen, load_trajectories(self.setting, seeds)
+        return seeds, load_trajectories(self.setting, seeds)
 
     def baseline(self) -> dict[str, Any]:
         """The start policy at evaluation point 0 (the same for every arm: an adapter starts at 0)."""
@@ -404,14 +404,10 @@ class Bench:
         from train.tracking import read_metrics
 
         s = self.setting
-        chosen, data = self.instances()
+        seeds, data = self.instances()
         baseline = self.baseline()
-        self.say(f"arm {arm}, seed {seed}: {s.rl_steps} RL steps on {len(chosen)} instances")
+        self.say(f"arm {arm}, seed {seed}: {s.rl_steps} RL steps on {len(data)} instances")
         started = time.perf_counter()
-        seeds: dict[str, list[int]] = {}
-        for source in chosen:
-            _, family, value = source.split(":")
-            seeds.setdefault(family, []).append(int(value))
         with tempfile.TemporaryDirectory(prefix=f"arm-{arm}-", dir=self.cache) as tmp:
             config = stage_config(
                 s,
@@ -476,10 +472,20 @@ def summarise(setting: Setting, pieces: Sequence[dict[str, Any]]) -> dict[str, A
     for piece in pieces:
         by_arm.setdefault(piece["arm"], []).append(piece)
     control = control_reference(by_arm.get("control", []))
+    # Each arm's final sampled success per instance, by seed: the gains and differences compare these.
+    finals = {
+        arm: {p["seed"]: {i: v["sampled"] for i, v in p["curve"][-1]["scores"].items()} for p in runs}
+        for arm, runs in by_arm.items()
+    }
     rows: dict[str, Any] = {}
     for arm in [a for a in ARMS if a in by_arm]:
         runs = by_arm[arm]
-        final = {p["seed"]: {i: v["sampled"] for i, v in p["curve"][-1]["scores"].items()} for p in runs}
+
+        def per_step(key: str, runs: list[dict[str, Any]] = runs) -> list[float]:
+            return [
+                statistics.fmean(p["training"][j][key] for p in runs) for j in range(len(runs[0]["training"]))
+            ]
+
         steps = [point["step"] for point in runs[0]["curve"]]
         curve = [
             statistics.fmean(mean_of(p["curve"][j]["scores"], "sampled") for p in runs)
@@ -487,36 +493,23 @@ def summarise(setting: Setting, pieces: Sequence[dict[str, Any]]) -> dict[str, A
         ]
         training = [r for p in runs for r in p["training"]]
         row: dict[str, Any] = {
-            "seeds": sorted(final),
+            "seeds": sorted(finals[arm]),
             "updates": statistics.fmean(p["updates"] for p in runs),
             "steps": steps,
             "sampled_curve": curve,
             "greedy_final": statistics.fmean(mean_of(p["curve"][-1]["scores"], "greedy") for p in runs),
             "progress_final": statistics.fmean(mean_of(p["curve"][-1]["scores"], "progress") for p in runs),
-            "reward": [
-                statistics.fmean(p["training"][j]["reward"] for p in runs)
-                for j in range(len(runs[0]["training"]))
-            ],
-            "match_rate": [
-                statistics.fmean(p["training"][j]["match_rate"] for p in runs)
-                for j in range(len(runs[0]["training"]))
-            ],
-            "kl": [
-                statistics.fmean(p["training"][j]["kl"] for p in runs)
-                for j in range(len(runs[0]["training"]))
-            ],
+            "reward": per_step("reward"),
+            "match_rate": per_step("match_rate"),
+            "kl": per_step("kl"),
             "groups_kept": sum(r["groups"] for r in training),
             "groups_dropped": sum(r["groups_dropped"] for r in training),
             "clip_fraction": statistics.fmean(r["clip_fraction"] for r in training) if training else 0.0,
         }
         if arm != "control" and control:
-            mean, low, high = bootstrap_gain(final, control)
+            mean, low, high = bootstrap_gain(finals[arm], control)
             row["gain"] = {"mean": mean, "low": low, "high": high, "shown": bool(low > 0)}
         rows[arm] = row
-    finals = {
-        arm: {p["seed"]: {i: v["sampled"] for i, v in p["curve"][-1]["scores"].items()} for p in runs}
-        for arm, runs in by_arm.items()
-    }
     differences = {}
     for arm, other in COMPARED:
         if arm in finals and other in finals:
