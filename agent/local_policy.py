@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.checkpoint import load_model, load_processor, vision_token_ids
-from agent.policy import PolicyError, PolicyResult, SamplingSettings
+from agent.policy import PolicyRejected, PolicyResult, SamplingSettings
 from agent.prompt import PromptSettings, Turn, to_chat_template_input
 
 
@@ -98,7 +98,7 @@ class LocalPolicy:
         self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
     ) -> PolicyResult:
         if model is not None and model != self._version:
-            raise PolicyError(f"this local policy serves {self._version!r} only, not {model!r}")
+            raise PolicyRejected(f"this local policy serves {self._version!r} only, not {model!r}")
         async with self._lock:
             return await asyncio.to_thread(self._generate, turns, sampling or self.sampling)
 
@@ -170,7 +170,10 @@ class LocalModels:
     ) -> PolicyResult:
         policy = self._models.get(model or self._default)
         if policy is None:
-            raise PolicyError(f"no version is served as {model!r} here (serving: {', '.join(self._models)})")
+            # A 4xx, as vLLM answers a model it does not serve: the request named it, nothing failed.
+            raise PolicyRejected(
+                f"no version is served as {model!r} here (serving: {', '.join(self._models)})"
+            )
         return await policy.predict(turns, sampling=sampling)
 
     async def health(self) -> bool:

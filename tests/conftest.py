@@ -90,8 +90,10 @@ def sim(fleet):  # type: ignore[no-untyped-def]
     return device
 
 
+# The one place the tests' PostgreSQL URL comes from. The password is ignored by a server with trust
+# authentication and is the one `.ci/run` gives the postgres user on a server that asks for one.
 POSTGRES_ADMIN_URL = os.environ.get(
-    "UIS1_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+    "UIS1_TEST_POSTGRES_URL", "postgresql+psycopg://postgres:postgres@127.0.0.1:5432/postgres"
 )
 
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.jobs import JobStore, LockHeld
 from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import PromptSettings
-from agent.registry import DEFAULT_ALIAS, ModelRegistry, ModelVersion, RegistryError
+from agent.registry import DEFAULT_ALIAS, ModelRegistry, ModelVersion, RegistryError, State
 from agent.store import TrajectoryStore
 from agent.trajectory import EpisodeStatus
 from serve.gate import GateDecision, GateSettings, decide
@@ -86,6 +86,10 @@ class SwapError(RuntimeError):
 
 class CanaryFailed(SwapError):
     pass
+
+
+class _NoLongerCandidate(Exception):
+    """The gate's swap found its version promoted or rejected already (by the other path)."""
 
 
 @dataclass
@@ -161,11 +165,16 @@ class SwapController:
 
     async def gate_and_promote(
         self, name: str, *, actor: str = "gate"
-    ) -> tuple[GateDecision, SwapResult | None]:
-        """The evaluation gate for a registered candidate, then the swap if it passes."""
+    ) -> tuple[GateDecision, SwapResult | None] | None:
+        """The evaluation gate for a registered candidate, then the swap if it passes. The job's end
+        and the watcher (and other replicas) may both take the same candidate: a version that is no
+        longer a candidate is left alone (None), and the gate's record is written once per decision."""
         candidate = await self._off(self.registry.get, name)
+        if candidate.state != State.CANDIDATE:
+            return None
         decision = decide(candidate, self.settings.gate)
-        await self._off(self.registry.annotate, name, "gate", decision.record(), actor=actor)
+        if candidate.info.get("gate") != decision.record():
+            await self._off(self.registry.annotate, name, "gate", decision.record(), actor=actor)
         if not decision.passed:
             await self._off(
                 self.registry.reject, name, actor=actor, detail={"reason": "; ".join(decision.reasons)}
@@ -173,7 +182,13 @@ class SwapController:
             log.info("gate rejected %s: %s", name, "; ".join(decision.reasons))
             return decision, None
         try:
-            result = await self.promote(name, actor=actor, reason="passed the evaluation gate")
+            result = await self._locked(
+                lambda: self._promote(
+                    name, actor=actor, force=False, reason="passed the evaluation gate", candidate=True
+                )
+            )
+        except _NoLongerCandidate:
+            return None
         except CanaryFailed:
             return decision, None
         return decision, result
@@ -240,10 +255,15 @@ class SwapController:
                 raise SwapError(f"{name} was rejected; {refused}")
             return version, await self._off(self.registry.promoted)
 
-    async def _promote(self, name: str, *, actor: str, force: bool, reason: str | None) -> SwapResult:
+    async def _promote(
+        self, name: str, *, actor: str, force: bool, reason: str | None, candidate: bool = False
+    ) -> SwapResult:
+        """The swap, under the lock; with ``candidate``, only while ``name`` is still a candidate."""
         start = time.perf_counter()
         self.phases = {}
         version, current = await self._read(name, force=force, refused="promote it with force to try again")
+        if candidate and version.state != State.CANDIDATE:
+            raise _NoLongerCandidate(name)
         try:
             staged = await self._fresh_stage(version)
             if staged is not None:  # loaded and canaried ahead: nothing to do but the flip

@@ -118,3 +118,13 @@ def test_actions_are_immutable() -> None:
 def test_to_dict_is_plain_json() -> None:
     data = Swipe(coordinate=(1, 2), coordinate2=(3, 4)).to_dict()
     assert json.loads(json.dumps(data)) == {"action": "swipe", "coordinate": [1, 2], "coordinate2": [3, 4]}
+
+
+@pytest.mark.parametrize("name", ["Click", "CLICK", " click"])
+def test_an_action_name_in_another_case_or_spacing_is_an_unknown_action(name: str) -> None:
+    """Action names are exact (the prompt spells them): "Click" is not a click with bad arguments."""
+    from agent.actions import ActionError, action_from_dict
+
+    with pytest.raises(ActionError) as caught:
+        action_from_dict({"action": name, "coordinate": [1, 2]})
+    assert caught.value.reason == "unknown_action"

@@ -100,12 +100,12 @@ def test_the_lock_admits_one_job_and_a_dead_holder_is_taken_over(registry: Model
     assert a is not None
     assert b is not None
     jobs.update(a.id, status=JobStatus.RUNNING)
-    assert jobs.acquire("retrain", a.id, ttl_s=0.5, owner="host-a") is None
-    assert jobs.acquire("retrain", a.id, ttl_s=0.5, owner="host-a") is None  # re-entrant for its holder
+    assert jobs.acquire("retrain", a.id, ttl_s=600, owner="host-a") is None
+    assert jobs.acquire("retrain", a.id, ttl_s=600, owner="host-a") is None  # re-entrant for its holder
     with pytest.raises(LockHeld, match=f"job {a.id} \\(host-a\\) holds the retrain lock"):
         jobs.acquire("retrain", b.id, ttl_s=60)
-    jobs.renew("retrain", a.id, ttl_s=0.5)
-    time.sleep(0.7)  # host-a died: it stopped renewing
+    jobs.renew("retrain", a.id, ttl_s=0.2)  # host-a's last renewal: then it died
+    time.sleep(0.4)
     abandoned = jobs.acquire("retrain", b.id, ttl_s=60, owner="host-b")
     assert abandoned is not None
     assert abandoned.id == a.id

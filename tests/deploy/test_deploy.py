@@ -256,8 +256,11 @@ def test_every_manifest_matches_the_kubernetes_schema(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) is not installed")
 def test_the_kustomization_renders_and_every_rendered_object_validates(tmp_path: Path) -> None:
+    if shutil.which("kubectl") is None:  # .ci/run installs it (Debian's kubernetes-client)
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is not installed: .ci/run installs Debian's kubernetes-client")
+        pytest.skip("kubectl (with kustomize) is not installed")
     copy = tmp_path / "deploy"
     shutil.copytree(DEPLOY, copy)
     for name in ("api-keys", "database-url", "postgres-password"):

@@ -88,7 +88,12 @@ def wait_for_steps(client: httpx.Client, task_id: str, count: int, timeout: floa
 def start_service(settings: ServeSettings, policy: ScriptedPolicy | None, keys: tuple[str, str]) -> Service:
     port = free_port()
     config = uvicorn.Config(
-        create_app(settings, policy=policy), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+        create_app(settings, policy=policy),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=5,  # an open event stream does not hold the test's teardown
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -118,6 +123,7 @@ def make_service(tmp_path: Path, adb_server, fleet) -> Iterator:  # type: ignore
             "store": store,
             "adb_servers": [f"127.0.0.1:{adb_server.port}"],
             "episode": EpisodeSettings(settle_s=0.0, max_steps=20),
+            "shutdown_grace_s": 2.0,  # a test's teardown does not wait 30 s for tasks it left running
         }
         settings = ServeSettings(**{**defaults, **overrides})
         if not keys_made:

@@ -430,7 +430,9 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
         return moment if moment.tzinfo else moment.replace(tzinfo=UTC)  # SQLite keeps no zone
 
     flip = utc(next(e["at"] for e in record["events"] if e["event"] == "promoted"))
-    gate = utc(next(e["at"] for e in record["events"] if e["event"] == "annotated:gate"))
+    gates = [e for e in record["events"] if e["event"] == "annotated:gate"]
+    assert len(gates) == 1, gates  # the job's end and the watcher both take it: gated once, swapped once
+    gate = utc(gates[0]["at"])
     store = TrajectoryStore(service.settings.store.url, service.settings.store.screenshot_dir)
     ran = [store.get(i) for i in episodes]
     store.engine.dispose()

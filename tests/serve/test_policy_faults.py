@@ -84,7 +84,7 @@ def test_a_hung_policy_server_fails_a_task_within_the_deadline_and_readiness_ans
     client = service.client(service.agent)
     start = time.monotonic()
     ready = service.client().get("/readyz")
-    assert time.monotonic() - start < 3.5  # a bounded probe, not the 60 s read timeout
+    assert time.monotonic() - start < policy.timeout_s / 4  # a bounded probe, not the 60 s read timeout
     assert ready.status_code == 503
     assert ready.json()["checks"]["policy"] is False
     start = time.monotonic()

@@ -216,3 +216,47 @@ def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # 
     version = registry.get("nightly-1")
     assert version.state == "candidate"
     assert version.info["gate"]["passed"] is True
+
+
+def test_a_candidate_taken_by_both_the_job_end_and_the_watcher_is_gated_once_and_swapped_once(store) -> None:  # type: ignore[no-untyped-def]
+    """The job's end and the promotion watcher may both take the same candidate: the gate's record is
+    written once, and a version already promoted (or rejected) by the other path is left alone."""
+    import sqlalchemy as sa
+
+    from agent.jobs import JobStore, LockHeld
+    from agent.prompt import PromptSettings
+    from agent.registry import ModelRegistry
+    from agent.vllm_policy import VllmSettings
+    from serve.swap import SWAP_LOCK, HotSwapController
+
+    with store.engine.begin() as conn:
+        for table in ("model_events", "model_aliases", "model_versions", "job_locks"):
+            conn.execute(sa.text(f"DELETE FROM {table}"))
+    registry = ModelRegistry(store.engine)
+    scores = {"sop": {"score": 0.5, "tsr": 0.5}}
+    registry.register("base", base="/m/base", kind="base")
+    registry.register(
+        "nightly-1",
+        base="/m/1",
+        parent="base",
+        info={"evaluation": {"candidate": scores, "baseline": {"version": "base", "scores": scores}}},
+    )
+    jobs = JobStore(store.engine)
+    jobs.acquire(SWAP_LOCK, "someone-else", ttl_s=600)
+    controller = HotSwapController(
+        store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()
+    )
+
+    async def twice_while_held() -> None:
+        for _ in range(2):
+            with pytest.raises(LockHeld):
+                await controller.gate_and_promote("nightly-1")
+
+    asyncio.run(twice_while_held())
+    gates = [e for e in registry.events("nightly-1") if e.event == "annotated:gate"]
+    assert len(gates) == 1
+    jobs.release(SWAP_LOCK, "someone-else")
+    registry.promote("nightly-1", actor="the-other-path")  # the other path swapped it meanwhile
+    before = registry.events()
+    assert asyncio.run(controller.gate_and_promote("nightly-1")) is None  # no second swap, no event
+    assert registry.events() == before

@@ -93,6 +93,15 @@ def test_an_update_in_micro_batches_is_the_update_one_at_a_time(sft_checkpoint: 
             return 0.0
 
         learner._step = capture  # type: ignore[attr-defined,method-assign]
+        rows: list[int] = []  # the samples in each training forward: the micro-batches ran batched
+        policy.model.register_forward_pre_hook(
+            lambda m, args, kwargs, rows=rows: (
+                rows.append(int((kwargs["input_ids"] if "input_ids" in kwargs else args[0]).shape[0]))
+                if m.training
+                else None
+            ),
+            with_kwargs=True,
+        )
         shot = Image.new("RGB", (360, 800), (200, 30, 30))
         responses = [
             "<think>\nA.\n</think>\n<action>\nx\n</action>",
@@ -112,6 +121,7 @@ def test_an_update_in_micro_batches_is_the_update_one_at_a_time(sft_checkpoint: 
         else:
             learner.sft_update(items)
         after.append(grads)
+        assert rows == ([1, 1, 1] if micro_batch == 1 else [3]), (micro_batch, rows)
     worst = max(float((a - b).abs().max()) for a, b in zip(*after, strict=True))
     scale = max(float(g.abs().max()) for g in after[0])
     assert scale > 0

@@ -81,6 +81,13 @@ def test_only_trusted_labels_make_training_data(tmp_path: Path) -> None:
     assert m["label_sources"] == {"checker": 1, "client": 1}
     trusting = curate(episodes, tmp_path / "judge", settings.model_copy(update={"trust_judge": True}))
     assert [x.goal for x in trusting.train] == [a, c, e]
+    # Trusting the judge trusts the judge, not any other source a label names.
+    f = goals_on_side(False, 6, settings)[5]
+    heuristic = episode(f, [step(0, TAP), step(1, DONE)], True, "heuristic")
+    again = curate(
+        [*episodes, heuristic], tmp_path / "heuristic", settings.model_copy(update={"trust_judge": True})
+    )
+    assert f not in [x.goal for x in again.train]
 
 
 def test_a_corrected_failure_is_kept_up_to_its_last_human_step(tmp_path: Path) -> None:
@@ -173,6 +180,10 @@ def test_the_held_out_split_is_fixed_by_the_goal_and_never_trained_on(tmp_path: 
     assert second.manifest["new_train"] == 1  # only the new episode of a training goal is new
     share = sum(is_held_out(f"goal {k}", settings) for k in range(2000)) / 2000
     assert 0.26 < share < 0.34
+    # The same goal in another case or spacing is the same goal: it cannot land on both sides.
+    for goal in [*held, *kept]:
+        for variant in (goal.upper(), f"  {goal.replace(' ', '   ')} ", goal.title()):
+            assert is_held_out(variant, settings) is is_held_out(goal, settings), variant
 
 
 def test_the_manifest_pins_the_files(tmp_path: Path) -> None:

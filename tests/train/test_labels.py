@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -32,6 +33,30 @@ def test_a_stored_direction_is_read_in_its_datasets_convention_and_wins_over_the
     assert swipe_direction(injected.coordinate, injected.coordinate2) == "up"
 
 
+def compass(dx: float, dy: float) -> str:
+    """The test's own reading of a motion (screen y points down), by its angle: within 45 degrees
+    of an axis is that axis, exactly 45 degrees is vertical."""
+    angle = math.degrees(math.atan2(dy, dx))
+    if any(math.isclose(abs(angle), edge, abs_tol=1e-9) for edge in (45.0, 135.0)):
+        return "down" if dy > 0 else "up"
+    if -45 < angle < 45:
+        return "right"
+    if angle > 135 or angle < -135:
+        return "left"
+    return "down" if angle > 0 else "up"
+
+
+def test_the_compass_reads_motions_as_a_person_would() -> None:
+    assert [compass(*m) for m in ((5, 1), (-5, 1), (1, 5), (1, -5), (3, 3), (-3, -3))] == [
+        "right",
+        "left",
+        "down",
+        "up",
+        "down",
+        "up",
+    ]
+
+
 def test_a_swipe_patch_keeps_its_labels_direction_after_scaling_and_rounding() -> None:
     """Per-axis scaling and rounding turn near-diagonal swipes the other way (39 of 20,000 before);
     clamping can flatten one. Every on-screen swipe must keep its direction at real resize sizes."""
@@ -52,12 +77,12 @@ def test_a_swipe_patch_keeps_its_labels_direction_after_scaling_and_rounding() -
         if not (0 <= end[0] < screen.width and 0 <= end[1] < screen.height):
             continue
         label = ActionLabel(action="swipe", coordinate=start, coordinate2=end)
-        wanted = finger_direction(label, "finger")
-        if wanted is None:
-            continue
+        wanted = compass(dx, dy)
+        assert finger_direction(label, "finger") == wanted
         action = expert_action(label, screen, resized, wanted)
         assert isinstance(action, Swipe)
-        assert swipe_direction(action.coordinate, action.coordinate2) == wanted, (screen, resized, start, end)
+        moved = (action.coordinate2[0] - action.coordinate[0], action.coordinate2[1] - action.coordinate[1])
+        assert compass(*moved) == wanted, (screen, resized, start, end)
         assert match(action, resized, Expected(label, screen, "finger")).full_match
         checked += 1
     assert checked > 10_000

@@ -65,3 +65,20 @@ def test_the_kl_term_enters_the_loss_with_its_coefficient() -> None:
     )
     assert parts.kl == pytest.approx(0.148721, abs=1e-6)
     assert float(parts.loss) == pytest.approx(0.0148721, abs=1e-7)
+
+
+def test_a_token_made_less_likely_with_a_negative_advantage_stops_at_the_lower_clip() -> None:
+    # A<0: the loss wants ρ lower; below 1 - clip_low (0.8) it gains nothing more and has no gradient.
+    ratios = [0.5, 0.75, 0.9]
+    old = tensor([0.0, 0.0, 0.0])
+    logp = tensor([math.log(r) for r in ratios]).requires_grad_(True)
+    adv = tensor([-1.0, -1.0, -1.0])
+    parts = policy_loss(logp, old, adv, torch.ones_like(adv), total_tokens=3)
+    # max(-A·ρ, -A·clip(ρ, 0.8, 1.2)): 0.5 -> 0.8, 0.75 -> 0.8, 0.9 -> 0.9.
+    assert parts.pg_loss == pytest.approx((0.8 + 0.8 + 0.9) / 3)
+    assert parts.clip_fraction == pytest.approx(2 / 3)
+    parts.loss.backward()
+    grad = logp.grad[0].tolist()  # type: ignore[union-attr]
+    assert grad[0] == 0.0
+    assert grad[1] == 0.0
+    assert grad[2] == pytest.approx(0.9 / 3)
