@@ -192,8 +192,10 @@ class VllmPolicy:
         client = self._clients[next(self._turn) % len(self._clients)]
         try:
             response = await client.post(path, json=body, timeout=timeout)
-        except (httpx.TransportError, httpx.TimeoutException) as exc:
-            raise Retryable(f"{type(exc).__name__}: {exc}") from None
+        except httpx.TimeoutException as exc:  # its message is often empty: say what timed out
+            raise Retryable(_timed_out(exc, timeout)) from None
+        except httpx.TransportError as exc:
+            raise Retryable(f"{type(exc).__name__}: {exc or 'no detail'}") from None
         if response.status_code >= 400:
             detail = _error_message(response)
             check(response, detail)
@@ -288,3 +290,14 @@ def _error_message(response: httpx.Response) -> str:
     if isinstance(error, dict):
         return str(error.get("message", error))[:300]
     return str(data.get("message", data) if isinstance(data, dict) else data)[:300]
+
+
+def _timed_out(exc: httpx.TimeoutException, timeout: httpx.Timeout) -> str:
+    """What a timeout means, in words: httpx's own messages are often empty."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"could not connect within {timeout.connect:.1f} s (ConnectTimeout)"
+    if isinstance(exc, httpx.ReadTimeout):
+        return f"no answer within {timeout.read:.1f} s (ReadTimeout)"
+    if isinstance(exc, httpx.WriteTimeout):
+        return f"could not send the request within {timeout.write:.1f} s (WriteTimeout)"
+    return f"{type(exc).__name__}: {exc or 'no connection free in time'}"

@@ -84,6 +84,7 @@ def measure(model: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "prompts": args.prompts,
         "tokens_written": written,
+        "same_tokens": same,  # every round: the batched call wrote what the calls one by one wrote
         "one_call_per_prompt_s": sequential,
         "one_call_s": batched_s,
         "speedup": sequential / batched_s,

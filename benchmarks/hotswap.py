@@ -4,7 +4,7 @@ version serves.
     .venv/bin/python benchmarks/hotswap.py [--clients 8] [--json out.json]
 
 What it does, all with the real pieces: trains the tiny Qwen2.5-VL briefly with ``uis1 train sft``
-(so that its answers parse and the canary can pass), trains a LoRA adapter on other tasks and merges
+(so that its answers parse and the canary can pass; ``--sft DIR`` starts from one trained so), trains a LoRA adapter on other tasks and merges
 it into a full checkpoint, starts ``scripts/vllm-cpu serve`` (dev mode, LoRA on), and registers the
 three as versions. Then ``--clients`` workers send requests without pause through the service's
 own ``VllmPolicy`` (3 retries with back-off), each asking for the version the ``default`` alias
@@ -54,7 +54,9 @@ def uis1(*args: str) -> None:
     )
 
 
-def train_models(base: Path, work: Path) -> dict[str, Path]:
+def train_models(base: Path, work: Path, sft_given: Path | None = None) -> dict[str, Path]:
+    """The SFT checkpoint (trained, or ``sft_given``: one trained the same way), a LoRA adapter on
+    it, and the adapter merged into it."""
     import yaml
 
     from train.checkpoints import merge_adapter
@@ -66,7 +68,7 @@ def train_models(base: Path, work: Path) -> dict[str, Path]:
         return sorted((work / name / "checkpoints").glob("step-*"))[-1]
 
     sim = {"kind": "sim", "tasks": ["wifi_on", "bluetooth_on", "airplane_mode_on"]}
-    sft = run(
+    sft = sft_given or run(
         "sft",
         {
             "model": str(base),
@@ -253,6 +255,11 @@ def main() -> int:
     parser.add_argument("--warmup-s", type=float, default=5.0)
     parser.add_argument("--settle-s", type=float, default=5.0, help="load kept after each swap")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--sft",
+        type=Path,
+        help="an SFT checkpoint of the tiny model to start from (default: train one, 60 steps)",
+    )
     args = parser.parse_args()
     from agent.devkit.tiny_model import ensure_tiny_model
 
@@ -262,7 +269,7 @@ def main() -> int:
     try:
         base = ensure_tiny_model(ROOT / ".cache")
         print("training the models (SFT, a LoRA adapter, merged) ...", flush=True)
-        models = train_models(base, work)
+        models = train_models(base, work, args.sft)
         print("starting vLLM ...", flush=True)
         proc, url = start_vllm(models["sft"], work / "vllm.log")
         results = asyncio.run(measure(args, url, models, work))

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/learning.py               # everything missing, then the table (~2-3 h, 2 cores)
     .venv/bin/python benchmarks/learning.py initial       # only the initial model and its gate
-    .venv/bin/python benchmarks/learning.py calibrate     # only the learning-rate and eta calibration
+    .venv/bin/python benchmarks/learning.py calibrate     # only the eta calibration
     .venv/bin/python benchmarks/learning.py run --arms sft offline --seeds 0   # some pieces
     .venv/bin/python benchmarks/learning.py table --json learning.json          # the table from the cache
     .venv/bin/python benchmarks/learning.py --quick       # a minute-scale run of every piece (CI)
@@ -10,7 +10,7 @@
 
 Every piece (the initial model, each calibration run, each arm x seed) is cached under ``--cache``
 as soon as it is done, so the comparison can be run over several sittings; ``table`` assembles
-whatever is there. The setting (sizes, budgets, families) is part of each piece's cache key.
+whatever is there. The setting (sizes, update counts, rates, families) is part of each piece's cache key.
 
 **The phone.** The ``learnable`` display profile (``devices.sim.display``): a 1.6x UI scale, at
 most five rows per list, a coloured mark per item, list order drawn from the task's seed. The model
@@ -32,16 +32,23 @@ trajectories, expert history) reaches ``--gate`` (60%), or ``--gate-max-steps`` 
 that cannot read the screen cannot show what RL adds; then the run stops and says so
 (``perception-bound``) instead of comparing methods on noise.
 
-**Calibration.** Per RL method (offline; semi-online, whose rate the other semi-online arms use),
-a short run on seed 0 at each of ``--lr-grid``; the learning rate kept is the one whose mean clip
-fraction is in [0.02, 0.2] and nearest 0.063 (their geometric middle), else the nearest. eta is
-the paper's 0.3 unless that drops more than half of the groups with any spread of R_0 in those
-runs; then the largest of 0.2, 0.1, 0.05 that keeps half. SFT keeps the initial model's rate.
+**The RL arms train what the product trains**: the nightly job's LoRA adapter (rank and alpha of
+the ``rl:`` block of ``deploy/retrain.yaml``) at its learning rate, which the RL sanity check
+(``benchmarks/rl_sanity.py``, BENCHMARKS.md section 5) measured against an lr-0 control; there is
+no rate calibration here (an earlier one chose by clip fraction, which no working rate reached, and
+so always took the top of its grid). SFT (a full fine-tune) keeps the initial model's rate.
 
-**Arms** (each from the initial model, ``--budget`` seconds of its trainer's own loop):
-``sft``; ``offline`` (RL with the expert's history: per-step GRPO, gamma 0, no episode term);
-``semi_eps0``, ``semi_eps1``, ``semi_epsinf`` (semi-online RL, patch threshold 0, 1, unlimited);
-``sft+semi`` (half SFT, then semi-online with eps 1). The paper-form reward (thoughts are trained).
+**Calibration** is eta's alone: a short run per RL method (offline; semi-online eps 1) at eta 0 on
+seed 0 records the spread of every group; eta is the paper's 0.3 unless that drops more than half
+of the groups with any spread there; then the largest of 0.2, 0.1, 0.05 that keeps half.
+
+**Arms**, each from the initial model for ``--updates`` optimiser updates (equal updates, not
+equal seconds: an RL step is ``mini_batches`` updates, an SFT step one): ``sft``; ``offline`` (RL
+with the expert's history: per-step GRPO, gamma 0, no episode term; dynamic sampling on any step's
+advantage, since with gamma 0 the spread of R_0 sees step 0 only; history turns with the thoughts
+stored with the data, since every one of its history turns is a patch); ``semi_eps0``,
+``semi_eps1``, ``semi_epsinf`` (semi-online RL, patch threshold 0, 1, unlimited); ``sft+semi``
+(half the updates SFT, then semi-online with eps 1). The paper-form reward (thoughts are trained).
 
 **Measured** for the initial model and every arm x seed: SOP (PG, TSR: greedy, own history) on
 the held-out trajectories, also on the history families alone; step and grounding accuracy with
@@ -77,7 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
-from pieces import read_json, write_json
+from pieces import product_rl, read_json, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,7 +108,6 @@ HISTORY = ("add_several_to_cart", "star_two_files")  # the next step depends on 
 CONTROL = ("enable_alarm", "delete_file", "delete_contact")  # never trained
 ARMS = ("sft", "offline", "semi_eps0", "semi_eps1", "semi_epsinf", "sft+semi")
 SPLIT_START = {"initial": 100_000, "train": 0, "heldout": 50_000}  # where each split's seeds begin
-CLIP_BAND = (0.02, 0.2)
 ETA_STEPS = (0.3, 0.2, 0.1, 0.05)
 # The differences reported besides the verdict's: each method against the initial model and SFT,
 # and the patch threshold's own effect.
@@ -117,7 +123,8 @@ COMPARED = (
 )
 CALIBRATED = ("offline", "semi_eps1")  # the other semi-online arms use semi_eps1's rate
 COMMANDS = ("all", "initial", "calibrate", "run", "table", "piece")
-FORMAT = 2  # bump when a piece's meaning changes: older cached pieces are not reused
+FORMAT = 3  # bump when a piece's meaning changes: older cached pieces are not reused
+NIGHTLY = product_rl()  # the product's rl: block: the RL arms' adapter and rate
 
 
 @dataclass(frozen=True)
@@ -136,9 +143,11 @@ class Setting:
     gate: float = 0.6
     gate_every: int = 300
     gate_max_steps: int = 3000
-    budget: float = 240.0
-    lr_grid: tuple[float, ...] = (3e-5, 1e-4, 3e-4)
-    calibration_budget: float = 90.0
+    updates: int = 32  # optimiser updates per arm (RL: steps x mini_batches)
+    calibration_updates: int = 12
+    rl_lr: float = float(NIGHTLY["optim"]["lr"])
+    lora_rank: int = int(NIGHTLY["learner"]["lora"]["rank"])
+    lora_alpha: int = int(NIGHTLY["learner"]["lora"]["alpha"])
     n: int = 4
     tasks_per_step: int = 4
     mini_batches: int = 2
@@ -161,9 +170,8 @@ QUICK = Setting(
     control_seeds=1,
     gate_every=2,
     gate_max_steps=2,
-    budget=2.0,
-    lr_grid=(1e-4, 3e-4),
-    calibration_budget=1.0,
+    updates=2,
+    calibration_updates=2,
     n=2,
     tasks_per_step=2,
     max_new_tokens=16,
@@ -172,7 +180,7 @@ QUICK = Setting(
 )
 
 
-# One GPU (--gpu): the 10 M-parameter model at 256 image tokens, shorter budgets, pieces side by
+# One GPU (--gpu): the 10 M-parameter model at 256 image tokens, pieces side by
 # side (--jobs 9: the 18 arm x seed pieces in two waves, each piece its own process). Planned to
 # spend under 10 minutes of device time; see BENCHMARKS.md for the arithmetic.
 GPU = Setting(
@@ -182,8 +190,7 @@ GPU = Setting(
     device="cuda",
     gate_every=500,
     gate_max_steps=3000,
-    budget=45.0,
-    calibration_budget=30.0,
+    calibration_updates=8,
     n=8,
     tasks_per_step=8,
 )
@@ -274,8 +281,9 @@ def sft_config(setting: Setting, model: Path, out: Path, seed: int, split: str, 
 
 
 def rl_config(
-    setting: Setting, model: Path, out: Path, seed: int, method: str, seconds: float, lr: float, eta: float
+    setting: Setting, model: Path, out: Path, seed: int, method: str, updates: int, eta: float
 ) -> Any:
+    """The RL run of ``method`` for ``updates`` optimiser updates, with the product's adapter and rate."""
     from train.config import RLConfig
 
     rollout: dict[str, Any] = {"n": setting.n, "max_new_tokens": setting.max_new_tokens, "reward": "paper"}
@@ -283,7 +291,9 @@ def rl_config(
     sampling: dict[str, Any] = {"enabled": True, "eta": eta, "max_extra_draws": 4 * setting.tasks_per_step}
     if method == "offline":
         rollout["history"] = "expert"
+        rollout["patch"] = {"mode": "off_policy_thought"}  # its history is all patches: SFT's form
         advantage = {"gamma": 0.0, "episode": "none"}
+        sampling["signal"] = "any_step"  # with gamma 0, R_0's spread sees step 0 only
     else:
         rollout["patch"] = {"threshold": {"semi_eps0": 0, "semi_epsinf": -1}.get(method, 1)}
     return RLConfig.model_validate(
@@ -296,16 +306,19 @@ def rl_config(
             "rollout": rollout,
             "advantage": advantage,
             "dynamic_sampling": sampling,
-            "optim": {"lr": lr},
+            "optim": {"lr": setting.rl_lr},
             "resize": resize(setting),
             "tasks_per_step": setting.tasks_per_step,
             "mini_batches": setting.mini_batches,
-            "max_seconds": seconds,
+            "max_steps": max(1, updates // setting.mini_batches),
             "epochs": 10_000,
             "save_every": 1 << 20,
             "eval_every": None,
             "log_entropy": False,
-            "learner": learner(setting),
+            "learner": {
+                **learner(setting),
+                "lora": {"rank": setting.lora_rank, "alpha": setting.lora_alpha},
+            },
         }
     )
 
@@ -357,17 +370,21 @@ def merged(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
 
 # -- evaluation -----------------------------------------------------------------------------------
 def engine_for(setting: Setting, checkpoint: Path) -> tuple[Any, Any]:
-    """A greedy in-process engine on a checkpoint, and the prompt it was trained with."""
+    """A greedy in-process engine on a checkpoint (full, or an RL arm's adapter on its base), and
+    the prompt it was trained with."""
     from agent.checkpoint import checkpoint_system_prompt
     from agent.geometry import ResizeSettings
     from agent.prompt import PromptSettings
+    from train.checkpoints import model_and_adapter
     from train.model import PolicyModel
     from train.rollout import TransformersEngine
 
+    base, adapter = model_and_adapter(checkpoint)
     prompt = PromptSettings(
-        resize=ResizeSettings(**resize(setting)), system_prompt=checkpoint_system_prompt(checkpoint)
+        resize=ResizeSettings(**resize(setting)), system_prompt=checkpoint_system_prompt(base, adapter)
     )
-    return TransformersEngine(PolicyModel(checkpoint, prompt=prompt, device=setting.device), seed=0), prompt
+    model = PolicyModel(base, adapter_dir=adapter, prompt=prompt, device=setting.device)
+    return TransformersEngine(model, seed=0), prompt
 
 
 def evaluate(setting: Setting, checkpoint: Path, heldout: list[Any], control: list[Any]) -> dict[str, Any]:
@@ -388,7 +405,10 @@ def evaluate(setting: Setting, checkpoint: Path, heldout: list[Any], control: li
             "per_trajectory": {names[r["id"]]: [r["matched"], r["steps"]] for r in result["per_trajectory"]},
         }
     out["heldout"].update(step_accuracy(engine, heldout, prompt, setting.max_new_tokens))
-    policy = LocalPolicy(checkpoint, prompt=prompt, device=setting.device)
+    from train.checkpoints import model_and_adapter
+
+    base, adapter = model_and_adapter(checkpoint)
+    policy = LocalPolicy(base, adapter_dir=adapter, prompt=prompt, device=setting.device)
     for name, split in (("heldout", "heldout"), ("control", "control")):
         episodes = []
         for source in sources(setting, split):
@@ -526,10 +546,10 @@ class Bench:
         return record
 
     # calibration
-    def calibration_piece(self, method: str, lr: float) -> dict[str, Any]:
-        """A short RL run of ``method`` at ``lr`` on seed 0 (eta 0: every group with any spread is
-        kept, and the spreads are recorded for choosing eta)."""
-        path = self.home / "calibration" / f"{method}-lr{lr:g}.json"
+    def calibration_piece(self, method: str) -> dict[str, Any]:
+        """A short RL run of ``method`` on seed 0 (eta 0: every group with any spread is kept, and
+        the spreads are recorded for choosing eta)."""
+        path = self.home / "calibration" / f"{method}.json"
         piece = read_json(path)
         if piece is not None:
             return piece
@@ -537,31 +557,25 @@ class Bench:
 
         s = self.setting
         model = Path(self.gate_or_stop()["model"])
-        self.say(f"calibration: {method} at lr {lr:g}, {s.calibration_budget:.0f} s")
+        self.say(f"calibration: {method}, {s.calibration_updates} updates")
         with tempfile.TemporaryDirectory(prefix="calibrate-", dir=self.cache) as tmp:
-            config = rl_config(s, model, Path(tmp) / "rl", 0, method, s.calibration_budget, lr, 0.0)
+            config = rl_config(s, model, Path(tmp) / "rl", 0, method, s.calibration_updates, 0.0)
             piece = {
                 "method": method,
-                "lr": lr,
+                "lr": s.rl_lr,
                 **signal(train_rl(config, progress=self.progress), "rl", s.mini_batches),
             }
         write_json(path, piece)
         return piece
 
-    def calibration_pieces(self) -> list[tuple[str, float]]:
-        return [(method, lr) for method in CALIBRATED for lr in self.setting.lr_grid]
-
     def calibration(self) -> dict[str, Any]:
-        """The learning rate of each RL method and eta, from the calibration runs (each cached)."""
-        runs = {f"{m}@{lr:g}": self.calibration_piece(m, lr) for m, lr in self.calibration_pieces()}
-        chosen = {m: choose_lr([r for r in runs.values() if r["method"] == m]) for m in CALIBRATED}
+        """eta, from the calibration runs (each cached)."""
+        runs = {m: self.calibration_piece(m) for m in CALIBRATED}
         spreads = [x for r in runs.values() for x in r["spreads"]]
-        return {"lr": chosen, "eta": choose_eta(spreads), "runs": runs}
+        return {"eta": choose_eta(spreads), "runs": runs}
 
-    def lr_of(self, method: str, calibration: dict[str, Any]) -> float:
-        if method in ("sft",):
-            return self.setting.initial_lr
-        return float(calibration["lr"]["offline" if method == "offline" else "semi_eps1"])
+    def lr_of(self, arm: str) -> float:
+        return self.setting.initial_lr if arm == "sft" else self.setting.rl_lr
 
     # arms
     def arm(self, arm: str, seed: int) -> dict[str, Any]:
@@ -577,9 +591,9 @@ class Bench:
         record = self.gate_or_stop()
         calibration = self.calibration()
         model = Path(record["model"])
-        lr, eta = self.lr_of(arm, calibration), calibration["eta"]
+        lr, eta = self.lr_of(arm), calibration["eta"]
         self.say(
-            f"arm {arm}, seed {seed}: {s.budget:.0f} s of training"
+            f"arm {arm}, seed {seed}: {s.updates} updates"
             + ("" if arm == "sft" else f", lr {lr:g}, eta {eta:g}")
         )
         started = time.perf_counter()
@@ -587,26 +601,26 @@ class Bench:
             work = Path(tmp)
             if arm == "sft":
                 run = train_sft(
-                    sft_config(s, model, work / "sft", seed, "train", max_seconds=s.budget),
+                    sft_config(s, model, work / "sft", seed, "train", max_steps=s.updates),
                     progress=self.progress,
                 )
                 trained = signal(run, "sft", 1)
             elif arm == "sft+semi":
                 first = train_sft(
-                    sft_config(s, model, work / "sft", seed, "train", max_seconds=s.budget / 2),
+                    sft_config(s, model, work / "sft", seed, "train", max_steps=max(1, s.updates // 2)),
                     progress=self.progress,
                 )
                 middle = latest_checkpoint(first)
                 assert middle is not None
-                lr = self.lr_of("semi_eps1", calibration)
+                lr = self.lr_of("semi_eps1")
                 run = train_rl(
-                    rl_config(s, middle, work / "rl", seed, "semi_eps1", s.budget / 2, lr, eta),
+                    rl_config(s, middle, work / "rl", seed, "semi_eps1", max(1, s.updates // 2), eta),
                     progress=self.progress,
                 )
                 trained = merged(signal(first, "sft", 1), signal(run, "rl", s.mini_batches))
             else:
                 run = train_rl(
-                    rl_config(s, model, work / "rl", seed, arm, s.budget, lr, eta), progress=self.progress
+                    rl_config(s, model, work / "rl", seed, arm, s.updates, eta), progress=self.progress
                 )
                 trained = signal(run, "rl", s.mini_batches)
             checkpoint = latest_checkpoint(run)
@@ -633,19 +647,6 @@ class Bench:
         return [
             p for path in sorted((self.home / "arms").glob("*.json")) if (p := read_json(path)) is not None
         ]
-
-
-def choose_lr(runs: Sequence[dict[str, Any]]) -> float:
-    """The rate whose mean clip fraction is in the band and nearest its geometric middle, else the nearest."""
-    import math
-
-    middle = math.sqrt(CLIP_BAND[0] * CLIP_BAND[1])
-
-    def distance(run: dict[str, Any]) -> tuple[bool, float]:
-        clip = max(run["clip_fraction"], 1e-9)
-        return (not CLIP_BAND[0] <= clip <= CLIP_BAND[1], abs(math.log(clip / middle)))
-
-    return float(min(runs, key=distance)["lr"])
 
 
 def choose_eta(spreads: Sequence[float]) -> float:
@@ -936,11 +937,7 @@ def dry_run(bench: Bench, args: argparse.Namespace) -> str:
             f"  {split}: {len(chosen)} families, {seeds} instances: "
             + ", ".join(f"{c['tasks'][0]} {c['seeds'][:3]}" for c in chosen)
         )
-    todo = [
-        f"{m}@{lr:g}"
-        for m, lr in bench.calibration_pieces()
-        if read_json(bench.home / "calibration" / f"{m}-lr{lr:g}.json") is None
-    ]
+    todo = [m for m in CALIBRATED if read_json(bench.home / "calibration" / f"{m}.json") is None]
     arms = [
         f"{a}:{seed}"
         for a, seed in pieces(args)
@@ -952,9 +949,9 @@ def dry_run(bench: Bench, args: argparse.Namespace) -> str:
         else f"to build (checked every {s.gate_every} steps)"
     )
     lines.append(f"initial model: {initial}")
-    lines.append(f"calibration runs to do ({s.calibration_budget:.0f} s each): {' '.join(todo) or 'none'}")
+    lines.append(f"calibration runs to do ({s.calibration_updates} updates each): {' '.join(todo) or 'none'}")
     lines.append(
-        f"arm x seed pieces to do ({s.budget:.0f} s of training each, {args.jobs} at a time): "
+        f"arm x seed pieces to do ({s.updates} updates each, {args.jobs} at a time): "
         f"{' '.join(arms) or 'none'}"
     )
     missing = needs()
@@ -976,9 +973,9 @@ def run_pieces(bench: Bench, args: argparse.Namespace) -> None:
     (each in its own process, as on a GPU several fit side by side)."""
     bench.gate_or_stop()
     calibrations = [
-        ("calibration", m, str(lr))
-        for m, lr in bench.calibration_pieces()
-        if read_json(bench.home / "calibration" / f"{m}-lr{lr:g}.json") is None
+        ("calibration", m, "")
+        for m in CALIBRATED
+        if read_json(bench.home / "calibration" / f"{m}.json") is None
     ]
     arms = [
         ("arm", a, str(s))
@@ -1012,7 +1009,7 @@ def run_pieces(bench: Bench, args: argparse.Namespace) -> None:
 
 def run_piece(bench: Bench, kind: str, name: str, value: str) -> None:
     if kind == "calibration":
-        bench.calibration_piece(name, float(value))
+        bench.calibration_piece(name)
     else:
         bench.arm(name, int(value))
 
@@ -1024,7 +1021,7 @@ def setting_from(args: argparse.Namespace) -> Setting:
         for k in (
             "model_size",
             "image_tokens",
-            "budget",
+            "updates",
             "device",
             "initial_lr",
             "gate_every",
@@ -1048,7 +1045,7 @@ def main() -> int:
     )
     parser.add_argument("--model-size", choices=("tiny", "small"))
     parser.add_argument("--image-tokens", type=int, help="image tokens per screenshot at most (default 128)")
-    parser.add_argument("--budget", type=float, help="seconds of training per arm and seed (default 240)")
+    parser.add_argument("--updates", type=int, help="optimiser updates per arm and seed (default 32)")
     parser.add_argument("--device", help="cpu (default) or cuda")
     parser.add_argument(
         "--initial-lr", type=float, help="the initial model's SFT learning rate (default 1e-3)"
@@ -1092,9 +1089,8 @@ def main() -> int:
     if args.command in ("all", "calibrate"):
         calibration = bench.calibration()
         print(
-            "calibration: lr "
-            + ", ".join(f"{m} {v:g}" for m, v in calibration["lr"].items())
-            + f"; eta {calibration['eta']:g}",
+            f"calibration: eta {calibration['eta']:g}; the RL arms' rate {bench.setting.rl_lr:g} "
+            f"(the nightly job's, deploy/retrain.yaml), SFT's {bench.setting.initial_lr:g}",
             flush=True,
         )
     if args.command in ("all", "run"):

@@ -2,6 +2,8 @@
 run stopped anywhere goes on from the pieces it finished.
 
     from pieces import read_json, write_json    # benchmarks/ is on sys.path when a benchmark runs
+
+and the product's own nightly RL settings (``product_rl``), which the learning benchmarks train with.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -22,3 +26,11 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 def read_json(path: Path) -> dict[str, Any] | None:
     """The piece, or None when it is not done yet."""
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def product_rl() -> dict[str, Any]:
+    """The ``rl:`` block of the product's nightly config (``deploy/retrain.yaml``)."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "deploy" / "retrain.yaml").read_text(encoding="utf-8"))
+    return dict(config.get("rl") or {})

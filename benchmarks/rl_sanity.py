@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
-from pieces import read_json, write_json
+from pieces import product_rl, read_json, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = 1  # bump when a piece's meaning changes: older cached pieces are not reused
@@ -183,14 +183,6 @@ def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def product_rl() -> dict[str, Any]:
-    """The rl: block of the product's nightly config."""
-    import yaml
-
-    config = yaml.safe_load((ROOT / "deploy" / "retrain.yaml").read_text(encoding="utf-8"))
-    return dict(config.get("rl") or {})
 
 
 def scaled(setting: Setting) -> dict[str, Any]:

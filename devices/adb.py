@@ -16,6 +16,7 @@ import asyncio
 import logging
 import re
 import struct
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -111,9 +112,13 @@ class AdbDriver:
         return DeviceError(self._serial, f"{type(exc).__name__}: {exc}")
 
     async def _call(self, fn: Callable[[], T], timeout: float) -> T:
+        start = time.monotonic()
         try:
             return await asyncio.wait_for(asyncio.to_thread(fn), timeout + 1.0)
         except Exception as exc:
+            if isinstance(exc, EOFError | OSError) and time.monotonic() - start >= timeout:
+                # A read that gave up at its deadline surfaces as a closed stream: it was a timeout.
+                raise DeviceTimeout(self._serial, f"the device did not answer within {timeout:g} s") from exc
             raise self._map_error(exc) from exc
 
     def _run(self, command: str, timeout: float) -> ShellOutput:

@@ -21,7 +21,7 @@ from sqlalchemy.exc import OperationalError
 from agent.policy import Policy
 from devices.pool import DevicePool
 from serve import metrics
-from serve.deps import AgentKey
+from serve.deps import AgentKey, admin_routes
 from serve.middleware import BodyLimit, KeyCheck
 from serve.routes import devices, jobs, models, predict, session, system, tasks, trajectories, viewer
 from serve.settings import ServeSettings
@@ -60,7 +60,7 @@ def create_app(settings: ServeSettings | None = None, *, policy: Policy | None =
     )
     # Outermost last: the request count, CORS (preflights carry no key), the key, the body limit.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(KeyCheck)
+    app.add_middleware(KeyCheck, admin=admin_routes(ROUTERS))
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]

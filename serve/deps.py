@@ -15,10 +15,13 @@ dependencies below then only look at the key it found, for its scopes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Annotated
+import re
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from fastapi.security import APIKeyCookie, APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import compile_path
 
@@ -136,5 +139,23 @@ async def optional_key(
 
 
 OptionalKey = Annotated[ApiKey | None, Depends(optional_key)]
+_require_admin = require(Scope.ADMIN)
 AgentKey = Annotated[ApiKey, Depends(require(Scope.AGENT))]
-AdminKey = Annotated[ApiKey, Depends(require(Scope.ADMIN))]
+AdminKey = Annotated[ApiKey, Depends(_require_admin)]
+
+
+def admin_routes(routers: Iterable[APIRouter]) -> list[tuple[frozenset[str], re.Pattern[str]]]:
+    """(methods, path pattern) of every route that asks for the admin key (``AdminKey``, however
+    deep in its dependencies): ``KeyCheck`` refuses other keys there before the body is read."""
+
+    def calls(dependant: Dependant) -> Iterator[Any]:
+        for dependency in dependant.dependencies:
+            yield dependency.call
+            yield from calls(dependency)
+
+    return [
+        (frozenset(route.methods or ()), route.path_regex)
+        for router in routers
+        for route in router.routes
+        if isinstance(route, APIRoute) and any(call is _require_admin for call in calls(route.dependant))
+    ]

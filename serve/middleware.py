@@ -3,7 +3,8 @@
 Both decide from the request's headers, before a route reads a byte of its body. FastAPI reads and
 parses a body before it solves a route's dependencies, so a key checked only by a dependency lets
 anyone make the service read, parse and answer 422 to a body of any size. ``KeyCheck`` answers 401
-first (the key is verified as ``serve.deps`` defines it); ``BodyLimit`` answers 413 from the
+first (the key is verified as ``serve.deps`` defines it), and 403 to a key without the admin scope
+on an admin route; ``BodyLimit`` answers 413 from the
 Content-Length, or, without one, as soon as the body streamed in passes the limit.
 
 Starlette's own ``RequestBodyLimitMiddleware`` (FastAPI's ``max_body_size``) is not used: it looks at
@@ -13,12 +14,16 @@ before its 413, and FastAPI mounts it outside the app's middleware, ahead of the
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from fastapi import HTTPException, Request, status
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from serve.auth import Scope as KeyScope
 from serve.deps import authenticate, is_public
 from serve.validation import store_unavailable
 
@@ -26,15 +31,23 @@ from serve.validation import store_unavailable
 class KeyCheck:
     """Refuses a request without a valid key (401, or 403) before its route runs, except on public routes."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, admin: Sequence[tuple[frozenset[str], re.Pattern[str]]] = ()) -> None:
         self.app = app
+        self.admin = admin  # the routes only an admin key may use (``serve.deps.admin_routes``)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or is_public(scope["method"], _route_path(scope)):
+        path = _route_path(scope) if scope["type"] == "http" else ""
+        if scope["type"] != "http" or is_public(scope["method"], path):
             await self.app(scope, receive, send)
             return
         try:
-            await authenticate(Request(scope))  # no receive: nothing here can read the body
+            key = await authenticate(Request(scope))  # no receive: nothing here can read the body
+            if not key.allows(KeyScope.ADMIN) and any(
+                scope["method"] in methods and pattern.match(path) for methods, pattern in self.admin
+            ):
+                raise HTTPException(
+                    status.HTTP_403_FORBIDDEN, f"this key lacks the {KeyScope.ADMIN.value} scope"
+                )
         except HTTPException as exc:
             await JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)(scope, receive, send)
             return

@@ -28,6 +28,7 @@ class LoopResult:
     gate: dict[str, Any]
     data: Path
     timings: dict[str, float]
+    answered_by: dict[str, int] = field(default_factory=dict)  # requests during the swap, by version
 
     def success(
         self, when: str, *, corrected: bool | None = None, held_out: bool = False, seed: int = 0

@@ -188,6 +188,7 @@ class _Loop:
             gate,
             self.data,
             clock.timings,
+            dict(stream.versions),
         )
 
     def viewer(self, task_id: str) -> str:

@@ -25,7 +25,7 @@ from tests.conftest import vllm_server
 PROMPT = PromptSettings(resize=ResizeSettings(max_pixels=64 * 28 * 28))
 SAMPLING = SamplingSettings(max_tokens=24)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # a vLLM server per module
 
 
 @pytest.fixture(scope="module")

@@ -150,6 +150,7 @@ def test_train_step_against_trl(tmp_path: Path) -> None:
     assert pair["ratio"]["1"] == pytest.approx(ratio)
 
 
+@pytest.mark.slow
 def test_learning(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "learning.json"
@@ -182,6 +183,19 @@ def test_learning(tmp_path: Path) -> None:
         low, mean_, high = row["heldout_tsr"][1], row["heldout_tsr"][0], row["heldout_tsr"][2]
         assert 0 <= low <= mean_ <= high <= 1
     assert summary["verdict"]["seeds"] == [0]
+    # The table's numbers as stated, recomputed from the cached pieces: held-out SOP TSR is the
+    # share of held-out trajectories whose every step matched, and the verdict applies the rule.
+    tsr = {}
+    for path in (tmp_path / "cache").glob("*/arms/*.json"):
+        piece = json.loads(path.read_text())
+        rows = piece["evaluation"]["heldout"]["per_trajectory"].values()
+        tsr[piece["arm"]] = sum(matched == steps for matched, steps in rows) / len(rows)
+    for arm, row in summary["arms"].items():
+        assert row["heldout_tsr"][0] == pytest.approx(tsr[arm]), arm
+    verdict = summary["verdict"]
+    difference = verdict["semi_eps1_minus_offline_tsr"]
+    assert difference[0] == pytest.approx(tsr["semi_eps1"] - tsr["offline"])
+    assert verdict["refuted"] == (verdict["gate_passed"] and difference[2] < 0.10)
     cached = sorted(p.name for p in (tmp_path / "cache").glob("*/arms/*.json"))
     assert cached == ["offline-seed0.json", "semi_eps1-seed0.json", "sft+semi-seed0.json", "sft-seed0.json"]
     piece = json.loads(next((tmp_path / "cache").glob("*/arms/sft-seed0.json")).read_text())
@@ -217,15 +231,27 @@ def test_rl_sanity(tmp_path: Path) -> None:
     assert "arm lora-1e-3" not in again
 
 
-def test_hotswap(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_hotswap(tmp_path: Path, sft_checkpoint: Path) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "hotswap.json"
     output = _run(
-        "hotswap.py", "--clients", "2", "--warmup-s", "1", "--settle-s", "1", "--json", str(out), timeout=850
+        "hotswap.py",
+        *("--clients", "2", "--warmup-s", "1", "--settle-s", "1", "--json", str(out)),
+        *("--sft", str(sft_checkpoint)),  # the session's: trained as the script would train it
+        timeout=850,
     )
     results = json.loads(out.read_text())
     assert {r.get("path") for r in results} >= {"adapter", "staged", "in_place"}
-    assert results[-1]["requests"] > 0
+    # What section 3 claims, whatever the machine's speed: every swap happened under load, not one
+    # request failed, and the new version answered after each.
+    *swaps, whole = results
+    for swap in swaps:
+        assert swap["requests_during"] > 0, swap
+        assert swap["failed_during"] == 0, swap
+        assert swap["new_version_serving_after_s"] is not None, swap
+    assert whole["requests"] > 0
+    assert whole["failed"] == 0
     assert "whole run" in output
 
 
@@ -273,5 +299,5 @@ def test_generation(tmp_path: Path) -> None:
     )
     report = json.loads(out.read_text())
     assert "cpus" in report["machine"]
-    assert report["tiny"]["tokens_written"] > 0  # and the script checked both ways wrote the same
-    assert report["tiny"]["speedup"] > 0
+    assert report["tiny"]["tokens_written"] > 0
+    assert report["tiny"]["same_tokens"] is True  # batched and one at a time wrote the same tokens

@@ -36,14 +36,33 @@ def _values(combo: str) -> set[str]:
     return {str(v) for v in json.loads(combo).values()}
 
 
-def test_the_learning_rate_is_the_one_whose_clip_fraction_sits_in_the_band(learning) -> None:  # type: ignore[no-untyped-def]
-    runs = [
-        {"lr": 3e-5, "clip_fraction": 0.001},
-        {"lr": 1e-4, "clip_fraction": 0.05},
-        {"lr": 3e-4, "clip_fraction": 0.4},
-    ]
-    assert learning.choose_lr(runs) == 1e-4
-    assert learning.choose_lr([runs[0], runs[2]]) == 3e-4  # none in the band: the nearest in log distance
+def test_the_rl_arms_train_the_products_adapter_for_equal_updates(learning, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Every RL arm: the nightly job's LoRA adapter at its rate (read from deploy/retrain.yaml), for
+    the setting's updates (steps x mini-batches); the offline arm with the fixes its filter and its
+    history need; SFT for as many updates."""
+    from pieces import product_rl
+
+    nightly = product_rl()
+    setting = learning.Setting()
+    assert setting.updates % setting.mini_batches == 0
+    configs = {
+        m: learning.rl_config(setting, tmp_path, tmp_path / m, 0, m, setting.updates, 0.3)
+        for m in ("offline", "semi_eps1", "semi_epsinf")
+    }
+    for config in configs.values():
+        assert config.optim.lr == nightly["optim"]["lr"]
+        assert config.learner.lora.rank == nightly["learner"]["lora"]["rank"]
+        assert config.max_steps * config.mini_batches == setting.updates
+        assert config.max_seconds is None
+    offline, semi = configs["offline"], configs["semi_eps1"]
+    assert offline.rollout.history == "expert"
+    assert offline.dynamic_sampling.signal == "any_step"
+    assert offline.rollout.patch.mode == "off_policy_thought"
+    assert semi.dynamic_sampling.signal == nightly.get("dynamic_sampling", {}).get("signal", "r0")
+    assert semi.rollout.patch.threshold == 1
+    assert configs["semi_epsinf"].rollout.patch.threshold == -1
+    sft = learning.sft_config(setting, tmp_path, tmp_path / "sft", 0, "train", max_steps=setting.updates)
+    assert sft.max_steps == setting.updates
 
 
 def test_eta_is_lowered_only_when_the_papers_drops_most_groups_with_signal(learning) -> None:  # type: ignore[no-untyped-def]

@@ -239,12 +239,13 @@ def test_a_multi_display_warning_before_the_png_is_stripped(driver, sim) -> None
 
 
 def test_a_wedged_phone_times_out_and_a_slow_one_is_waited_for(driver, sim) -> None:  # type: ignore[no-untyped-def]
-    driver.settings.command_timeout = 1.0
+    driver.settings.command_timeout = driver.settings.screenshot_timeout = 1.0
     sim.phone.faults.delay_s = 0.3
     assert run(driver.screen_size()) == (1080, 2400)
     sim.phone.faults.delay_s = 3.0
-    with pytest.raises(DeviceTimeout):
-        run(driver.foreground_app())
+    for call in (driver.foreground_app, driver.screenshot, lambda: driver.tap(10, 10)):
+        with pytest.raises(DeviceTimeout, match="did not answer"):  # a timeout, said as one
+            run(call())
     sim.phone.faults.delay_s = 0.0
     sim.phone.faults.offline = True
     with pytest.raises((DeviceTimeout, DeviceGone)):
@@ -309,3 +310,21 @@ def test_a_png_cut_short_is_a_device_error_before_anything_is_decoded(driver, si
     with pytest.raises(DeviceError, match="no header"):
         check_png(driver.serial, whole[:20], "")
     assert check_png(driver.serial, whole, "")[2] == (1080, 2400)
+
+
+def test_a_stream_closed_at_its_deadline_is_reported_as_the_timeout_it_was(driver) -> None:  # type: ignore[no-untyped-def]
+    """A read that gives up at its deadline can surface as a closed stream (EOFError): said as a
+    timeout, not as "connection lost"; a stream closed early is still a lost connection."""
+    import time
+
+    def late() -> None:
+        time.sleep(0.6)
+        raise EOFError("Expected 5 bytes, got 0")
+
+    def early() -> None:
+        raise EOFError("Expected 5 bytes, got 0")
+
+    with pytest.raises(DeviceTimeout, match=r"did not answer within 0\.5 s"):
+        run(driver._call(late, 0.5))
+    with pytest.raises(DeviceGone, match="connection lost"):
+        run(driver._call(early, 0.5))

@@ -10,6 +10,7 @@ import pytest
 pytestmark = pytest.mark.timeout(1500)
 
 
+@pytest.mark.slow
 def test_the_loop_demo_turns_a_corrected_failure_into_a_success(tmp_path: Path) -> None:
     from agent.store import EpisodeQuery, TrajectoryStore
     from agent.trajectory import StepSource
@@ -34,6 +35,7 @@ def test_the_loop_demo_turns_a_corrected_failure_into_a_success(tmp_path: Path) 
     # The swap happened under load, and no request failed: the stream saw both versions answer.
     assert result.failed_requests == []
     assert result.requests_during_swap > 0
+    assert set(result.answered_by) == {"starter", result.promoted}, result.answered_by
 
     # Every step of every episode is in the store, with the version that took it.
     store = TrajectoryStore(

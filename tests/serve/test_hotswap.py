@@ -26,7 +26,7 @@ from serve.swap import SwapSettings
 from tests.conftest import vllm_server
 from tests.training import RESIZE, uis1, write_config
 
-pytestmark = pytest.mark.timeout(1500)
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.slow]  # a vLLM server per module
 SERVED = "uis1-policy"
 GOALS = ["Turn on Wi-Fi", "Turn Bluetooth on", "Turn on airplane mode", "Turn off Wi-Fi"]
 
@@ -355,7 +355,7 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
             gate=GateSettings(sop_score_tolerance=1.0, sop_tsr_tolerance=1.0, online_tolerance=1.0),
         ),
         scheduler=SchedulerSettings(retrain_config=config),
-        episode=EpisodeSettings(settle_s=0.5, max_steps=6, sampling={"max_tokens": 96}),
+        episode=EpisodeSettings(settle_s=0.5, max_steps=4, sampling={"max_tokens": 96}),
     )
     while len(fleet.devices) < 8:
         fleet.add()
@@ -396,8 +396,8 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
         assert feedback.status_code == 200
 
     before = logprob(vllm["base_url"], SERVED)
-    load = KeepBusy(service.url, service.agent, [d.serial for d in fleet.devices[:8]])
-    load.start()  # 8 phones busy from now until after the swap
+    load = KeepBusy(service.url, service.agent, [d.serial for d in fleet.devices[:4]])
+    load.start()  # 4 phones busy from now until after the swap
     job = admin.post("/v1/jobs", json={})
     assert job.status_code == 202, job.text
     job_id = job.json()["id"]

@@ -24,6 +24,57 @@ def _screenshot() -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+def _retrained(checkpoint: Path, tmp_path: Path) -> Path:
+    """``checkpoint`` trained further on other tasks (turning things off): a full checkpoint whose
+    greedy answers differ from its parent's."""
+    from tests.training import SIM_DATA, uis1, write_config
+
+    data = {**SIM_DATA, "sources": [{"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"], "seeds": [0]}]}
+    config = write_config(
+        tmp_path / "newer.yaml",
+        {
+            "model": str(checkpoint),
+            "output_dir": str(tmp_path / "newer-run"),
+            "data": data,
+            "resize": RESIZE,
+            "optim": {"lr": 3e-3},
+            "batch_size": 8,
+            "epochs": 100,
+            "max_steps": 20,
+            "save_every": 20,
+        },
+    )
+    uis1("train", "sft", "--config", str(config), "--quiet")
+    return tmp_path / "newer-run" / "checkpoints" / "step-000020"
+
+
+PROBE = {"goal": "Turn on Wi-Fi", "sampling": {"temperature": 0.0, "max_tokens": 48}}
+
+
+def _greedy(service) -> str:  # type: ignore[no-untyped-def]
+    """The served default version's greedy answer to the probe."""
+    with service.client(service.agent) as client:
+        reply = client.post("/v1/predict", json={**PROBE, "screenshots": [_screenshot()]})
+    assert reply.status_code == 200, reply.text
+    return str(reply.json()["raw"])
+
+
+def _greedy_in_process(checkpoint: Path, prompt) -> str:  # type: ignore[no-untyped-def]
+    """The same probe answered by the checkpoint loaded here, outside the service."""
+    import asyncio
+
+    from agent.geometry import Size
+    from agent.local_policy import LocalPolicy
+    from agent.policy import SamplingSettings
+    from agent.prompt import Screenshot, build_conversation
+
+    shot = Screenshot(base64.b64decode(_screenshot()), Size(1080, 2400))
+    turns = build_conversation(str(PROBE["goal"]), [shot], [], prompt)
+    policy = LocalPolicy(checkpoint, prompt=prompt)
+    sampling = SamplingSettings(**PROBE["sampling"])  # type: ignore[arg-type]
+    return asyncio.run(policy.predict(turns, sampling=sampling)).raw
+
+
 def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_request(
     make_service,  # type: ignore[no-untyped-def]
     sft_checkpoint: Path,
@@ -42,8 +93,7 @@ def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_re
         engine, resize=prompt.resize, swap=SwapSettings(retire_after_s=2, canary_max_tokens=64)
     )  # type: ignore[arg-type]
     admin = service.client(service.admin)
-    newer = tmp_path / "newer"
-    shutil.copytree(sft_checkpoint, newer)
+    newer = _retrained(sft_checkpoint, tmp_path)  # other weights: its greedy answers differ
     for body in (
         {"name": "starter", "served_name": starter, "base": str(sft_checkpoint), "kind": "base"},
         {"name": "newer", "base": str(newer), "kind": "full", "parent": "starter"},
@@ -52,6 +102,9 @@ def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_re
         assert admin.post("/v1/models", json=body).status_code == 201
     assert admin.post("/v1/models/promote", json={"version": "starter"}).status_code == 200
     assert engine.served_models() == [starter]  # the engine already held it: canaried, nothing loaded
+    starter_says = _greedy(service)
+    newer_says = _greedy_in_process(newer, prompt)
+    assert newer_says != starter_says  # else the test could not tell the weights apart
 
     # Requests keep coming while versions are loaded, canaried, promoted, retired and rolled back.
     answers: list[tuple[int, str]] = []
@@ -80,6 +133,7 @@ def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_re
         assert promoted.status_code == 200, promoted.text
         assert promoted.json()["default"] == "newer"
         assert engine.model_version == "newer"
+        assert _greedy(service) == newer_says  # the newer weights answer, not the old ones relabelled
         history = admin.get("/v1/models/newer").json()["events"]
         assert [e["detail"].get("path") for e in history if e["event"] == "promoted"] == ["local"]
 
@@ -103,6 +157,7 @@ def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_re
         assert rolled.status_code == 200, rolled.text
         assert rolled.json()["default"] == "starter"
         assert engine.model_version == starter
+        assert _greedy(service) == starter_says
         time.sleep(1.0)  # a few requests after the rollback too
     finally:
         stop.set()

@@ -180,17 +180,13 @@ def test_utc_needs_no_time_zone_database_and_an_unknown_zone_is_named() -> None:
         SchedulerSettings(timezone="Mars/Olympus")
 
 
-def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # type: ignore[no-untyped-def]
-    """The gate passes, but another swap holds the lock: the candidate is neither promoted nor lost."""
+def _registry_with_a_candidate(store):  # type: ignore[no-untyped-def]
+    """The store's registry emptied, with ``base`` and an evaluated candidate ``nightly-1`` of it."""
     import sqlalchemy as sa
 
-    from agent.jobs import JobStore, LockHeld
-    from agent.prompt import PromptSettings
     from agent.registry import ModelRegistry
-    from agent.vllm_policy import VllmSettings
-    from serve.swap import SWAP_LOCK, HotSwapController
 
-    with store.engine.begin() as conn:
+    with store.engine.begin() as conn:  # the PostgreSQL database is shared by the session's tests
         for table in ("model_events", "model_aliases", "model_versions", "job_locks"):
             conn.execute(sa.text(f"DELETE FROM {table}"))
     registry = ModelRegistry(store.engine)
@@ -202,6 +198,17 @@ def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # 
         parent="base",
         info={"evaluation": {"candidate": scores, "baseline": {"version": "base", "scores": scores}}},
     )
+    return registry
+
+
+def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # type: ignore[no-untyped-def]
+    """The gate passes, but another swap holds the lock: the candidate is neither promoted nor lost."""
+    from agent.jobs import JobStore, LockHeld
+    from agent.prompt import PromptSettings
+    from agent.vllm_policy import VllmSettings
+    from serve.swap import SWAP_LOCK, HotSwapController
+
+    registry = _registry_with_a_candidate(store)
     JobStore(store.engine).acquire(SWAP_LOCK, "someone-else", ttl_s=600)
     controller = HotSwapController(
         store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()
@@ -221,26 +228,12 @@ def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # 
 def test_a_candidate_taken_by_both_the_job_end_and_the_watcher_is_gated_once_and_swapped_once(store) -> None:  # type: ignore[no-untyped-def]
     """The job's end and the promotion watcher may both take the same candidate: the gate's record is
     written once, and a version already promoted (or rejected) by the other path is left alone."""
-    import sqlalchemy as sa
-
     from agent.jobs import JobStore, LockHeld
     from agent.prompt import PromptSettings
-    from agent.registry import ModelRegistry
     from agent.vllm_policy import VllmSettings
     from serve.swap import SWAP_LOCK, HotSwapController
 
-    with store.engine.begin() as conn:
-        for table in ("model_events", "model_aliases", "model_versions", "job_locks"):
-            conn.execute(sa.text(f"DELETE FROM {table}"))
-    registry = ModelRegistry(store.engine)
-    scores = {"sop": {"score": 0.5, "tsr": 0.5}}
-    registry.register("base", base="/m/base", kind="base")
-    registry.register(
-        "nightly-1",
-        base="/m/1",
-        parent="base",
-        info={"evaluation": {"candidate": scores, "baseline": {"version": "base", "scores": scores}}},
-    )
+    registry = _registry_with_a_candidate(store)
     jobs = JobStore(store.engine)
     jobs.acquire(SWAP_LOCK, "someone-else", ttl_s=600)
     controller = HotSwapController(

@@ -25,7 +25,7 @@ from agent.vllm_policy import VllmSettings
 from tests.conftest import vllm_server
 from tests.serve.test_api import wait_finished
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]  # a vLLM server per module
 
 
 @pytest.fixture(scope="module")

@@ -86,6 +86,7 @@ def test_ranks_with_different_sample_counts_get_the_same_steps(
     assert got == expected
 
 
+@pytest.mark.slow
 def test_two_ranks_train_rl_on_trajectories_of_different_lengths(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:

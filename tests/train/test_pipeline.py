@@ -188,6 +188,7 @@ def test_rl_with_deepspeed_from_the_command_line(sft_checkpoint: Path, tmp_path:
     assert (tmp_path / "run" / "checkpoints" / "step-000002" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_a_killed_rl_run_resumes_with_the_same_data_order_and_results(
     sft_checkpoint: Path, tmp_path: Path
 ) -> None:

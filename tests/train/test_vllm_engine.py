@@ -22,7 +22,7 @@ from agent.prompt import PromptSettings, Screenshot, build_conversation
 from tests.conftest import vllm_server
 from tests.train.conftest import RESIZE, SIM_DATA, metrics, uis1, write_config
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # a vLLM server per module
 PROMPT = PromptSettings(resize=ResizeSettings(**RESIZE))
 
 
