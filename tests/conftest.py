@@ -217,25 +217,9 @@ def vllm_server(
 # -- once per session through the real command line (``uis1 train sft``) --------------------------
 @pytest.fixture(scope="session")
 def sft_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.training import RESIZE, SIM_DATA, uis1, write_config
+    from tests.training import SIM_DATA, train_sft
 
-    root = tmp_path_factory.mktemp("sft")
-    config = write_config(
-        root / "sft.yaml",
-        {
-            "model": str(tiny_model_dir),
-            "output_dir": "run",
-            "data": SIM_DATA,
-            "resize": RESIZE,
-            "optim": {"lr": 3e-3},
-            "batch_size": 8,
-            "epochs": 100,
-            "max_steps": 60,
-            "save_every": 60,
-        },
-    )
-    uis1("train", "sft", "--config", str(config), "--quiet")
-    return root / "run"
+    return train_sft(tiny_model_dir, tmp_path_factory.mktemp("sft"), SIM_DATA, 60).parents[1]
 
 
 @pytest.fixture(scope="session")

@@ -44,5 +44,24 @@ def write_config(path: Path, body: dict[str, Any]) -> Path:
     return path
 
 
+def train_sft(model: Path, root: Path, data: dict[str, Any], steps: int, **extra: Any) -> Path:
+    """``uis1 train sft`` of ``model`` on ``data`` for ``steps`` (lr 3e-3, batches of 8, CPU-sized
+    prompts) in ``root``; ``extra`` overrides. Returns the checkpoint of the last step."""
+    body = {
+        "model": str(model),
+        "output_dir": str(root / "run"),
+        "data": data,
+        "resize": RESIZE,
+        "optim": {"lr": 3e-3},
+        "batch_size": 8,
+        "epochs": 100,
+        "max_steps": steps,
+        "save_every": steps,
+        **extra,
+    }
+    uis1("train", "sft", "--config", str(write_config(root / "sft.yaml", body)), "--quiet")
+    return root / "run" / "checkpoints" / f"step-{steps:06d}"
+
+
 def metrics(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]

@@ -24,7 +24,7 @@ from agent.geometry import ResizeSettings
 from agent.vllm_policy import VllmSettings
 from serve.swap import SwapSettings
 from tests.conftest import vllm_server
-from tests.training import RESIZE, uis1, write_config
+from tests.training import RESIZE, train_sft, write_config
 
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.slow]  # a vLLM server per module
 SERVED = "uis1-policy"
@@ -41,26 +41,8 @@ def adapters(sft_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     from train.checkpoints import merge_adapter
 
     root = tmp_path_factory.mktemp("adapters")
-    config = write_config(
-        root / "lora.yaml",
-        {
-            "model": str(sft_checkpoint),
-            "output_dir": "run",
-            "resize": RESIZE,
-            "data": {
-                "sources": [{"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"]}],
-                "val_fraction": 0.0,
-            },
-            "learner": {"lora": {"rank": 8, "alpha": 16}},
-            "optim": {"lr": 3e-3},
-            "batch_size": 8,
-            "epochs": 50,
-            "max_steps": 30,
-            "save_every": 30,
-        },
-    )
-    uis1("train", "sft", "--config", str(config), "--quiet")
-    good = root / "run" / "checkpoints" / "step-000030"
+    other = {"sources": [{"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"]}], "val_fraction": 0.0}
+    good = train_sft(sft_checkpoint, root, other, 30, learner={"lora": {"rank": 8, "alpha": 16}}, epochs=50)
     broken = root / "broken"
     import shutil
 

@@ -27,25 +27,10 @@ def _screenshot() -> str:
 def _retrained(checkpoint: Path, tmp_path: Path) -> Path:
     """``checkpoint`` trained further on other tasks (turning things off): a full checkpoint whose
     greedy answers differ from its parent's."""
-    from tests.training import SIM_DATA, uis1, write_config
+    from tests.training import SIM_DATA, train_sft
 
     data = {**SIM_DATA, "sources": [{"kind": "sim", "tasks": ["wifi_off", "bluetooth_off"], "seeds": [0]}]}
-    config = write_config(
-        tmp_path / "newer.yaml",
-        {
-            "model": str(checkpoint),
-            "output_dir": str(tmp_path / "newer-run"),
-            "data": data,
-            "resize": RESIZE,
-            "optim": {"lr": 3e-3},
-            "batch_size": 8,
-            "epochs": 100,
-            "max_steps": 20,
-            "save_every": 20,
-        },
-    )
-    uis1("train", "sft", "--config", str(config), "--quiet")
-    return tmp_path / "newer-run" / "checkpoints" / "step-000020"
+    return train_sft(checkpoint, tmp_path, data, 20)
 
 
 PROBE = {"goal": "Turn on Wi-Fi", "sampling": {"temperature": 0.0, "max_tokens": 48}}
