@@ -15,7 +15,6 @@ dependencies below then only look at the key it found, for its scopes.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Annotated, Any
 
@@ -144,9 +143,9 @@ AgentKey = Annotated[ApiKey, Depends(require(Scope.AGENT))]
 AdminKey = Annotated[ApiKey, Depends(_require_admin)]
 
 
-def admin_routes(routers: Iterable[APIRouter]) -> list[tuple[frozenset[str], re.Pattern[str]]]:
-    """(methods, path pattern) of every route that asks for the admin key (``AdminKey``, however
-    deep in its dependencies): ``KeyCheck`` refuses other keys there before the body is read."""
+def admin_routes(routers: Iterable[APIRouter]) -> list[APIRoute]:
+    """Every route that asks for the admin key (``AdminKey``, however deep in its dependencies):
+    ``KeyCheck`` refuses other keys there before the body is read."""
 
     def calls(dependant: Dependant) -> Iterator[Any]:
         for dependency in dependant.dependencies:
@@ -154,7 +153,7 @@ def admin_routes(routers: Iterable[APIRouter]) -> list[tuple[frozenset[str], re.
             yield from calls(dependency)
 
     return [
-        (frozenset(route.methods or ()), route.path_regex)
+        route
         for router in routers
         for route in router.routes
         if isinstance(route, APIRoute) and any(call is _require_admin for call in calls(route.dependant))

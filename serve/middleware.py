@@ -14,11 +14,11 @@ before its 413, and FastAPI mounts it outside the app's middleware, ahead of the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from fastapi import HTTPException, Request, status
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import OperationalError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,7 +31,7 @@ from serve.validation import store_unavailable
 class KeyCheck:
     """Refuses a request without a valid key (401, or 403) before its route runs, except on public routes."""
 
-    def __init__(self, app: ASGIApp, admin: Sequence[tuple[frozenset[str], re.Pattern[str]]] = ()) -> None:
+    def __init__(self, app: ASGIApp, admin: Sequence[APIRoute] = ()) -> None:
         self.app = app
         self.admin = admin  # the routes only an admin key may use (``serve.deps.admin_routes``)
 
@@ -43,7 +43,8 @@ class KeyCheck:
         try:
             key = await authenticate(Request(scope))  # no receive: nothing here can read the body
             if not key.allows(KeyScope.ADMIN) and any(
-                scope["method"] in methods and pattern.match(path) for methods, pattern in self.admin
+                scope["method"] in (route.methods or ()) and route.path_regex.match(path)
+                for route in self.admin
             ):
                 raise HTTPException(
                     status.HTTP_403_FORBIDDEN, f"this key lacks the {KeyScope.ADMIN.value} scope"

@@ -39,35 +39,11 @@ ADMIN = {
 
 
 def _admin_routes() -> set[tuple[str, str]]:
-    """The routes of every router in ``serve.routes`` that depend on the admin key (so a new
-    admin route is checked too)."""
-    import importlib
-    import pkgutil
-    from typing import get_args
+    """The app's routes that depend on the admin key (so a new admin route is checked too)."""
+    from serve.app import ROUTERS
+    from serve.deps import admin_routes
 
-    from fastapi.routing import APIRoute
-
-    import serve.routes
-    from serve.deps import AdminKey
-
-    admin_check = get_args(AdminKey)[1].dependency
-
-    def calls(dependant):  # type: ignore[no-untyped-def]
-        for dependency in dependant.dependencies:
-            yield dependency.call
-            yield from calls(dependency)
-
-    routes = [
-        route
-        for module in pkgutil.iter_modules(serve.routes.__path__)
-        for route in importlib.import_module(f"serve.routes.{module.name}").router.routes
-    ]
-    return {
-        (method, route.path)
-        for route in routes
-        if isinstance(route, APIRoute) and admin_check in set(calls(route.dependant))
-        for method in route.methods
-    }
+    return {(method, route.path) for route in admin_routes(ROUTERS) for method in route.methods}
 
 
 def _routes(service) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
