@@ -20,10 +20,13 @@ sees each screen at ``--image-tokens`` (128: 1080x2400 shrunk to 196x448 pixels)
 tiny model cannot read the two list families); ``CONTROL`` families are never trained by
 anything and are a negative control (a gain there is not learning the trained tasks). Each trained
 family has three disjoint sets of seeds: ``initial`` (the initial model's data), ``train`` (the
-arms' data) and ``heldout`` (evaluation). A seed fixes the task's items and the list order, so a
-held-out instance puts seen items at other list positions; in the two families whose next step
-depends on history (``add_several_to_cart``: product x count, ``star_two_files``: a pair of
-files), one combination in four is held out entirely, each of its items being trained in others.
+arms' data) and ``heldout`` (evaluation). A seed fixes the task's items and the order of every
+list and Settings page; held-out seeds come from the held-out side of each family's split
+(``devices.sim.tasks.splits``), so no held-out instance has the goal and expert actions of a trained
+one: the target sits elsewhere, or the goal names something else (``splits.VARIES`` says what, per
+family). In the two families whose next step depends on history (``add_several_to_cart``:
+product x count, ``star_two_files``: a pair of files), one combination in four is also held out
+entirely, each of its items being trained in others.
 
 **Initial model.** The tiny Qwen2.5-VL built from config knows nothing, so the initial model is
 SFT (with thoughts, the compact system prompt) on the ``initial`` seeds, checked every
@@ -123,7 +126,7 @@ COMPARED = (
 )
 CALIBRATED = ("offline", "semi_eps1")  # the other semi-online arms use semi_eps1's rate
 COMMANDS = ("all", "initial", "calibrate", "run", "table", "piece")
-FORMAT = 3  # bump when a piece's meaning changes: older cached pieces are not reused
+FORMAT = 4  # bump when a piece's meaning changes: older cached pieces are not reused
 NIGHTLY = product_rl()  # the product's rl: block: the RL arms' adapter and rate
 
 
@@ -211,14 +214,21 @@ def held_combos(family: str) -> set[str]:
     return {c for i, c in enumerate(combos) if i % 4 == 3}
 
 
-def split_seeds(family: str, split: str, count: int) -> list[int]:
-    """``count`` seeds of ``family`` for a split: disjoint ranges, and in a history family the
-    held-out combinations only in the held-out split."""
+def split_seeds(family: str, split: str, count: int, display: str = "learnable") -> list[int]:
+    """``count`` seeds of ``family`` for a split: disjoint ranges; the held-out split only on the
+    held-out side of the family's split (``devices.sim.tasks.splits``: no held-out instance has a
+    trained one's goal and expert actions), and in a history family only its held-out combinations."""
+    from devices.sim.tasks.splits import held_out
+
+    if split == "control":  # never trained by anything: any instances
+        return list(range(SPLIT_START["heldout"], SPLIT_START["heldout"] + count))
     held = held_combos(family)
+    want = split == "heldout"
     seeds: list[int] = []
     seed = SPLIT_START[split]
     while len(seeds) < count:
-        if not held or (_combo(family, seed) in held) == (split == "heldout"):
+        combo_ok = not held or (_combo(family, seed) in held) == want
+        if combo_ok and held_out(family, seed, display) == want:
             seeds.append(seed)
         seed += 1
     return seeds
@@ -236,7 +246,7 @@ def sources(setting: Setting, split: str, families: Sequence[str] | None = None)
         {
             "kind": "sim",
             "tasks": [f],
-            "seeds": split_seeds(f, "heldout" if split == "control" else split, count),
+            "seeds": split_seeds(f, split, count, setting.display),
             "display": setting.display,
         }
         for f in chosen

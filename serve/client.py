@@ -82,8 +82,9 @@ class AgentClient:
         return TaskResponse.model_validate(self._json("POST", f"/v1/tasks/{task_id}/resume", json=body))
 
     def events(self, task_id: str) -> Iterator[tuple[str, StepResponse | dict[str, Any]]]:
-        """The task's server-sent events until it ends: ("step", StepResponse), ("paused", {}),
-        ("resumed", {}), ("taken_over", {"action": ...}) and ("end", {...}). A step comes again when
+        """The task's server-sent events until it ends: ("step", StepResponse), ("held", {"index",
+        "reason", "proposed_action"}: a step waits for the client, also sent on connecting when one
+        does), ("paused", {}), ("resumed", {}), ("taken_over", {"action": ...}) and ("end", {...}). A step comes again when
         it changes (``revision`` 0: recorded, 1: final): keep the highest revision of each index."""
         with connect_sse(self._http, "GET", f"/v1/tasks/{task_id}/events", timeout=None) as source:
             if source.response.status_code >= 400:

@@ -17,7 +17,7 @@ from agent.actions import Action, ActionError, action_from_dict
 from agent.store import TrajectoryStore
 from agent.trajectory import Episode, EpisodeStatus, ImageSize, Step, utcnow
 from serve.cluster import Cluster
-from serve.events import EventHub, end_event
+from serve.events import EventHub, end_event, held_event
 from serve.takeover import Takeover, off_screen
 from serve.task_request import NotRunning, OffScreen
 
@@ -162,6 +162,19 @@ class TaskControls:
             )
 
         return held
+
+    def on_held(self, episode_id: str) -> Callable[[Step, str | None], Awaitable[None]]:
+        """What any step that starts waiting for the client does: tell the stream (``held``)."""
+
+        async def held(step: Step, reason: str | None) -> None:
+            self.events.publish(episode_id, held_event(step, reason))
+
+        return held
+
+    def held_event(self, episode_id: str) -> dict[str, Any] | None:
+        """The ``held`` event of the step waiting for the client on this replica, if one is."""
+        found = self.held(episode_id)
+        return held_event(*found) if found is not None else None
 
     def held(self, episode_id: str) -> tuple[Step, str | None] | None:
         """The step held for the client on this replica (with the policy's proposed action) and why

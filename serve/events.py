@@ -1,5 +1,10 @@
 """The task event stream: steps and controls fanned out to every client watching a task.
 
+A stream tells a client the task's whole state, not only what happens after it connects: the
+steps recorded so far, then a ``held`` event when a step is waiting for the client right now (a
+client that connects after the hold still learns of it), then live events; so a client waits on
+the stream, never on a clock.
+
 A step is published in every form it takes: when recorded (before its action runs, as another
 replica's stream reads it from the store) and again when final. A stream sends each form once and
 a client keeps the highest revision of each index. A task running on another replica is followed
@@ -9,7 +14,7 @@ through the store, read whenever a stream has had no news for two control polls.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from agent.store import TrajectoryStore
@@ -22,6 +27,12 @@ def end_event(episode: Episode) -> dict[str, Any]:
     return {"event": "end", "status": episode.status.value, "error": episode.error, "answer": episode.answer}
 
 
+def held_event(step: Step, reason: str | None) -> dict[str, Any]:
+    """A step waits for the client: a person paused the task (``reason`` None) or a rule held it."""
+    proposed = step.device_action.to_dict() if step.device_action is not None else None
+    return {"event": "held", "index": step.index, "reason": reason, "proposed_action": proposed}
+
+
 class EventHub:
     def __init__(self, store: TrajectoryStore, poll_s: float) -> None:
         self.store = store
@@ -32,8 +43,11 @@ class EventHub:
         for queue in self._subscribers.get(episode_id, []):
             queue.put_nowait(item)
 
-    async def stream(self, episode_id: str) -> AsyncIterator[dict[str, Any]]:
-        """Every recorded step so far, then live events until the episode ends."""
+    async def stream(
+        self, episode_id: str, held: Callable[[], dict[str, Any] | None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every recorded step so far, the ``held`` event if a step waits now (``held`` says), then
+        live events until the episode ends."""
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._subscribers.setdefault(episode_id, []).append(queue)
         sent: dict[int, int] = {}  # index -> revision sent
@@ -56,6 +70,8 @@ class EventHub:
             if episode.status.finished:
                 yield end_event(episode)
                 return
+            if held is not None and (now := held()) is not None:
+                yield now
             while True:
                 try:
                     item = await asyncio.wait_for(queue.get(), self.poll_s)

@@ -10,6 +10,7 @@ score sets and the reasons are recorded on the candidate.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import comb
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -87,3 +88,25 @@ def decide(candidate: ModelVersion, settings: GateSettings | None = None) -> Gat
         reasons.append("no metric improved, and the gate requires an improvement")
     baseline_version = (evaluation.get("baseline") or {}).get("version")
     return GateDecision(passed, reasons, mine, theirs, baseline_version)
+
+
+def lucky_pass(episodes: int, discordant: float, deficit: float) -> float:
+    """The chance that a candidate worse than the promoted version passes the online comparison
+    (tolerance 0) by luck, on ``episodes`` instances that both run.
+
+    On each instance the two versions either agree, or only one of them succeeds: ``discordant`` is
+    how often they disagree, ``deficit`` how much lower the candidate's true success is (so the
+    candidate alone succeeds with probability (discordant - deficit) / 2 and the promoted version
+    alone with (discordant + deficit) / 2). The candidate passes when it alone succeeds at least as
+    often. Sizing the evaluation with this is how the deployment guide chooses its episode count.
+    """
+    if not 0 <= deficit <= discordant <= 1:
+        raise ValueError("need 0 <= deficit <= discordant <= 1")
+    mine, theirs, same = (discordant - deficit) / 2, (discordant + deficit) / 2, 1 - discordant
+    total = 0.0
+    for i in range(episodes + 1):
+        for j in range(min(i, episodes - i) + 1):  # the candidate alone i times, the other j <= i
+            total += (
+                comb(episodes, i) * comb(episodes - i, j) * mine**i * theirs**j * same ** (episodes - i - j)
+            )
+    return total

@@ -228,6 +228,7 @@ class TaskRunner:
             request.approval or self.settings.approval,
             self.controls.on_hold(episode.id),
             focus_probe(self.pool.driver(lease)),
+            self.controls.on_held(episode.id),
         )
         if request.paused:
             takeover.pause()

@@ -76,9 +76,11 @@ class Takeover:
         approval: Approval | None = None,
         on_hold: Callable[[Step, str], Awaitable[None]] | None = None,
         focus: Callable[[], Awaitable[str]] | None = None,
+        on_held: Callable[[Step, str | None], Awaitable[None]] | None = None,
     ) -> None:
         self.approval = approval
         self.on_hold = on_hold  # told when a step holds the task for approval
+        self.on_held = on_held  # told when any step starts waiting for the client (and why, if a rule)
         self.focus = focus  # asks the phone about its focused field (see ``Approval.reason``)
         self.reason: str | None = None  # why the held step waits, when a rule (not a person) held it
         self._resume = asyncio.Event()
@@ -115,6 +117,8 @@ class Takeover:
         if not self._resume.is_set():
             self.held = step
             self.waiting.set()
+            if self.on_held is not None:
+                await self.on_held(step, reason)
             try:
                 await self._resume.wait()
             finally:

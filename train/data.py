@@ -120,7 +120,7 @@ class SimSource(BaseModel):
     seeds: list[int] = Field(default_factory=lambda: [0])
     width: int = Field(1080, gt=0)
     height: int = Field(2400, gt=0)
-    display: Literal["standard", "learnable"] = (
+    display: Literal["standard", "varied", "learnable"] = (
         "standard"  # the phone's display profile (devices.sim.display)
     )
 

@@ -24,13 +24,34 @@ class OnlineSettings(BaseModel):
 
     tasks: list[str] = Field(default_factory=lambda: ["wifi_on", "bluetooth_on", "airplane_mode_on"])
     seeds: list[int] = Field(default_factory=lambda: [0])
+    held_out: int | None = Field(
+        None,
+        gt=0,
+        description="Per task, run this many instances from the held-out side of its split "
+        "(devices.sim.tasks.splits: none has a trained instance's goal and expert actions), from "
+        "seed seeds[0] on, instead of the listed seeds",
+    )
     max_steps: int = Field(12, gt=0)
     max_new_tokens: int = Field(512, gt=0)
     width: int = Field(1080, gt=0)
     height: int = Field(2400, gt=0)
-    display: Literal["standard", "learnable"] = (
+    display: Literal["standard", "varied", "learnable"] = (
         "standard"  # the phone's display profile (devices.sim.display)
     )
+
+
+def cases(settings: OnlineSettings) -> list[tuple[str, int]]:
+    """The (task, seed) pairs an evaluation runs."""
+    if settings.held_out is None:
+        return [(name, seed) for name in settings.tasks for seed in settings.seeds]
+    from devices.sim.tasks.splits import seeds
+
+    start = settings.seeds[0] if settings.seeds else 0
+    return [
+        (name, seed)
+        for name in settings.tasks
+        for seed in seeds(name, "held_out", settings.held_out, start=start, display=settings.display)
+    ]
 
 
 def online_success(
@@ -75,8 +96,7 @@ async def _run(
                 "eval", width=settings.width, height=settings.height, display=profile(settings.display)
             )
             driver = AdbDriver(fleet.client(), device.serial, DriverSettings(use_uiautomator2=False))
-            cases = [(name, seed) for name in settings.tasks for seed in settings.seeds]
-            for name, seed in progress_iter(cases, progress, "eval: online", "episode"):
+            for name, seed in progress_iter(cases(settings), progress, "eval: online", "episode"):
                 task = TASKS[name].create(seed)
                 task.initialize(device.phone)
                 runner = EpisodeRunner(policy, driver, store, episode_settings, prompt)

@@ -28,24 +28,33 @@ def brief(action: dict[str, Any] | None) -> str:
     return f"{action['action']} {json.dumps(detail, separators=(',', ':'))}" if detail else action["action"]
 
 
-def finished(client: Any, task_id: str, timeout: float = 300) -> Any:
-    """The task once it has ended (None when it did not within ``timeout``)."""
+def finished(client: Any, task_id: str) -> Any:
+    """The task once it has ended: the wait ends on the task's event stream's ``end`` (which the
+    service also sends on connecting to a task that has ended), not after a number of seconds. None
+    if the stream broke off before the end (the caller says so instead of acting on a running task)."""
+    for event, _ in _events(client, task_id):
+        if event == "end":
+            return client.task(task_id)
+    return None
 
-    def ended() -> Any:
-        task = client.task(task_id)
-        return task if task.status.finished else None
 
-    return poll(ended, timeout)
+def held_at(client: Any, task_id: str, index: int) -> Any:
+    """The task once step ``index`` waits for the person (its ``held`` event), or once it has ended.
+    None if the stream broke off first."""
+    for event, data in _events(client, task_id):
+        if event == "end" or (event == "held" and data.get("index") == index):
+            return client.task(task_id)
+    return None
 
 
-def held_at(client: Any, task_id: str, index: int, timeout: float = 120) -> Any:
-    """The task once step ``index`` is held for the person, or once it has ended."""
+def _events(client: Any, task_id: str) -> Any:
+    """The task's events; a broken connection ends them (the caller then gives up and says so)."""
+    import httpx
 
-    def ready() -> Any:
-        task = client.task(task_id)
-        return task if task.status.finished or (task.held is not None and task.held.index == index) else None
-
-    return poll(ready, timeout)
+    try:
+        yield from client.events(task_id)
+    except httpx.TransportError:
+        return
 
 
 def poll(until: Any, timeout: float, every: float = 0.1) -> Any:
@@ -73,7 +82,7 @@ def correct(client: Any, task: Any, device: Any, say: Any) -> tuple[str, int]:
         index = len(client.trajectory(created.id).steps)
         held = held_at(client, created.id, index)
         if held is None:
-            say(f"    step {index + 1} was not held for the person within the wait; the person stops")
+            say(f"    step {index + 1}: the task's event stream broke off; the person stops")
             return created.id, corrected
         if held.status.finished:
             return created.id, corrected

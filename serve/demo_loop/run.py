@@ -14,7 +14,15 @@ import typer
 
 from serve.demo_loop.person import brief, correct, finished, poll
 from serve.demo_loop.report import LoopResult, Row, render, result_json
-from serve.demo_loop.setting import IMAGE, MAX_TOKENS, LoopSetting, cache_dir, ensure_starter, retrain_config
+from serve.demo_loop.setting import (
+    IMAGE,
+    MAX_TOKENS,
+    LoopSetting,
+    cache_dir,
+    ensure_starter,
+    retrain_config,
+    retraining_summary,
+)
 from serve.demo_loop.watch import RequestStream, follow_job, state_of
 
 
@@ -48,7 +56,7 @@ def run_loop(
     )
     say(
         f"\n[bold]Starter policy[/]: a tiny Qwen2.5-VL (0.8 M parameters) trained here on {', '.join(s.known)} "
-        f"({len(s.starter_seeds)} instances each, {s.starter_steps} SFT steps); it has never seen "
+        f"({s.starter_instances} instances each, {s.starter_steps} SFT steps); it has never seen "
         f"{', '.join(s.new)}."
     )
     clock = _Laps()
@@ -105,10 +113,11 @@ class _Loop:
         from devices.sim.display import LEARNABLE
 
         self.s, self.console, self.say, self.clock, self.data = s, console, say, clock, data
-        self.tasks = [(f, s.seed) for f in s.families]
-        self.held_out = [(f, seed) for seed in s.held_out_seeds for f in s.families]
+        self.tasks = [(f, s.demo_seed(f)) for f in s.families]
+        self.held_out = [(f, seed) for f in s.families for seed in s.held_out_seeds(f)]
         self.phones = [fleet.add(display=LEARNABLE) for _ in self.tasks]
-        self.rows = {(f, seed): Row(f, seed) for f, seed in [*self.tasks, *self.held_out]}
+        self.rows = {(f, seed): Row(f, seed) for f, seed in self.tasks}
+        self.rows.update({(f, seed): Row(f, seed, held_out=True) for f, seed in self.held_out})
         self.starter = starter
         self._start_service(adb_port, port)
 
@@ -163,18 +172,23 @@ class _Loop:
         self.client.promote("starter", reason="the demo's first version")
 
     def run(self) -> LoopResult:
+        from devices.sim.tasks.splits import VARIES
+
         say, clock = self.say, self.clock
         say(f"\n[bold]1. Before[/]: {len(self.tasks)} tasks with the starter, each checked on the phone")
         self._run_all(self.tasks, "before")
-        say("  and held-out instances (other list orders and positions; not labelled, so never learnt from)")
+        say(
+            "  and held-out instances (the rows to tap elsewhere, or another app named; not labelled, so "
+            "never learnt from)"
+        )
         self._run_all(self.held_out, "before", label=False)
         clock.lap("before")
         corrected_steps = self._corrections()
         clock.lap("corrections")
         promoted, gate, stream = self._retrain_and_swap()
         say(
-            f"\n[bold]5. After[/]: the same tasks with {promoted or 'the starter'}, and held-out instances "
-            "(other list orders and positions) that no training saw"
+            f"\n[bold]5. After[/]: the same tasks with {promoted or 'the starter'}, and the held-out instances, "
+            "which no training saw"
         )
         self._run_all([*self.tasks, *self.held_out], "after")
         clock.lap("after")
@@ -189,6 +203,8 @@ class _Loop:
             self.data,
             clock.timings,
             dict(stream.versions),
+            {f: VARIES[f] for f in self.s.families},
+            retraining_summary(self.s),
         )
 
     def viewer(self, task_id: str) -> str:
@@ -224,7 +240,7 @@ class _Loop:
                 for st in client.trajectory(task_id).steps
             ]
             mark = "[green]done[/]" if ok else "[red]not done[/]"
-            name = task.goal if seed == self.s.seed else f"{task.goal} (seed {seed})"
+            name = f"{task.goal} (held-out seed {seed})" if self.rows[(family, seed)].held_out else task.goal
             self.say(f"  {name:<40} {mark:<20} {' > '.join(actions)}")
 
     def _corrections(self) -> int:

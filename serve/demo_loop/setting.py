@@ -27,23 +27,43 @@ class LoopSetting:
 
     known: tuple[str, ...] = ("wifi_on", "dark_theme_on", "open_app")  # the starter is trained on these
     new: tuple[str, ...] = ("bluetooth_on", "airplane_mode_on")  # and not on these: people correct them
-    starter_seeds: tuple[int, ...] = tuple(range(100, 112))  # instances the starter learns from
+    # Instances come from the two sides of each task's split (devices.sim.tasks.splits): the starter's,
+    # the demo's own and the traffic's from the trained side; the held-out rows and the gate's from the
+    # held-out side, so none has the goal and expert actions of an instance anything trained on.
+    starter_instances: int = 12  # per known task, from seed 100 on
     starter_steps: int = 500
-    seed: int = 0  # the demo's instance of each task (not one the starter saw)
-    held_out_seeds: tuple[int, ...] = (1,)  # instances that no training saw: did it generalise?
-    gate_seeds: tuple[int, ...] = (1000,)  # the retraining job's own evaluation instances
+    held_out_instances: int = 2  # per task, from seed 1 on: did it generalise?
+    gate_instances: int = 4  # per task, from seed 1000 on: the retraining job's own evaluation
     retrain_steps: int = 150
     lr: float = 1e-3
     max_steps: int = 8  # per episode
 
+    def starter_seeds(self, family: str) -> list[int]:
+        """The instances of a known task the starter learns from."""
+        from devices.sim.tasks.splits import seeds
+
+        return seeds(family, "trained", self.starter_instances, start=100)
+
+    def demo_seed(self, family: str) -> int:
+        """The demo's instance of a task: trained side, not one the starter saw."""
+        from devices.sim.tasks.splits import seeds
+
+        return seeds(family, "trained", 1, start=0, exclude=frozenset(self.starter_seeds(family)))[0]
+
+    def held_out_seeds(self, family: str) -> list[int]:
+        """Instances no training sees (held-out side): whether what it learnt carries over."""
+        from devices.sim.tasks.splits import seeds
+
+        return seeds(family, "held_out", self.held_out_instances, start=1)
+
     def starter_key(self) -> str:
         spec = {
             "known": self.known,
-            "seeds": self.starter_seeds,
+            "seeds": {f: self.starter_seeds(f) for f in self.known},
             "steps": self.starter_steps,
             "lr": self.lr,
             "image": IMAGE.model_dump(),
-            "format": 1,
+            "format": 2,
         }
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -98,12 +118,8 @@ def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) ->
             "seed": 0,
             "data": {
                 "sources": [
-                    {
-                        "kind": "sim",
-                        "tasks": list(setting.known),
-                        "seeds": list(setting.starter_seeds),
-                        "display": "learnable",
-                    }
+                    {"kind": "sim", "tasks": [f], "seeds": setting.starter_seeds(f), "display": "learnable"}
+                    for f in setting.known
                 ],
                 "val_fraction": 0.0,
             },
@@ -124,12 +140,22 @@ def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) ->
     return target
 
 
+def retraining_summary(setting: LoopSetting) -> str:
+    """What the demo's retraining runs, in one line."""
+    return (
+        f"stages sft ({setting.retrain_steps} steps at lr {setting.lr:g} from the serving version, on the "
+        f"labelled traffic); gate on {setting.gate_instances} held-out instances per task"
+    )
+
+
 def retrain_config(setting: LoopSetting, data: Path, store_url: str, starter: Path) -> dict[str, Any]:
     """The retraining job's config: SFT from the serving version on the curated traffic, and an
-    evaluation on instances of every demo task that neither the demo nor any training uses."""
+    evaluation on held-out instances of every demo task (none with the goal and expert actions of
+    an instance the starter or the traffic has)."""
     online = {
         "tasks": list(setting.families),
-        "seeds": list(setting.gate_seeds),
+        "seeds": [1000],
+        "held_out": setting.gate_instances,
         "max_steps": setting.max_steps,
         "max_new_tokens": MAX_TOKENS,
         "display": "learnable",

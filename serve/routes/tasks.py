@@ -108,15 +108,18 @@ async def _streamable(task_id: str, state: StateDep, key: AgentKey) -> str:
     responses={
         200: {
             "description": "Server-sent events: step (sent again when it changes; "
-            "keep the highest revision of each index), paused, resumed, taken_over, approval (a step "
-            "waits for a person: index, reason, proposed_action), end."
+            "keep the highest revision of each index), held (a step waits for the client: index, "
+            "reason (null when a person paused the task), proposed_action; sent on connecting too, "
+            "when one waits then), approval (a rule held a step: index, reason, proposed_action), "
+            "paused, resumed, taken_over, end."
         }
     },
 )
 async def stream_task(
     task_id: Annotated[str, Depends(_streamable)], state: StateDep
 ) -> AsyncIterator[ServerSentEvent]:
-    async for item in state.runner.events.stream(task_id):
+    controls = state.runner.controls
+    async for item in state.runner.events.stream(task_id, held=lambda: controls.held_event(task_id)):
         if item["event"] == "step":
             step = StepResponse.of(item["step"])
             yield ServerSentEvent(

@@ -381,6 +381,44 @@ def test_a_person_drives_a_task_step_by_step_seeing_what_the_policy_proposes(mak
     client.post(f"/v1/tasks/{task_id}/cancel")
 
 
+def test_the_stream_says_a_step_waits_to_a_client_that_connects_after_the_hold_and_live(make_service) -> None:  # type: ignore[no-untyped-def]
+    """A client waits on the stream, not on a clock: a ``held`` event on connecting when a step waits
+    already (its index and the policy's proposal), and one when the next step starts waiting."""
+    import threading
+
+    from serve.client import AgentClient
+
+    service = make_service(ScriptedPolicy(steps=1000, delay_s=0.05))
+    client = service.client(service.agent)
+    body = {"goal": "drive me", "max_steps": 200, "paused": True}
+    task_id = client.post("/v1/tasks", json=body).json()["id"]
+    first = _held(client, task_id, 0)  # held before anyone listens
+    events: list = []  # type: ignore[type-arg]
+    connected = threading.Event()
+
+    def listen() -> None:
+        with AgentClient(service.url, service.agent) as typed:
+            for kind, data in typed.events(task_id):
+                events.append((kind, data))
+                if kind == "held":
+                    connected.set()
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    assert connected.wait(30), f"no held event on connecting: {events}"
+    assert events[-1] == ("held", {"index": 0, "reason": None, "proposed_action": first["proposed_action"]})
+    assert client.post(f"/v1/tasks/{task_id}/resume", json={"hold": True}).status_code == 200
+    second = _held(client, task_id, 1)
+    client.post(f"/v1/tasks/{task_id}/cancel")
+    listener.join(30)
+    held = [data for kind, data in events if kind == "held"]
+    assert held == [
+        {"index": 0, "reason": None, "proposed_action": first["proposed_action"]},
+        {"index": 1, "reason": None, "proposed_action": second["proposed_action"]},
+    ]
+    assert events[-1][0] == "end"
+
+
 def test_sensitive_actions_wait_for_a_persons_approval_and_the_decision_is_recorded(make_service) -> None:  # type: ignore[no-untyped-def]
     service = make_service(ScriptedPolicy(steps=3, delay_s=0.05))
     client = service.client(service.agent)

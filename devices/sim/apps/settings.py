@@ -1,7 +1,13 @@
-"""Settings: Wi-Fi and airplane mode, Bluetooth, brightness and dark theme, About phone."""
+"""Settings: Wi-Fi and airplane mode, Bluetooth, brightness and dark theme, About phone.
+
+Under a shuffling display profile the rows of every page are ordered by the layout seed (the
+task's seed), as lists are: where "Network & internet" or the Wi-Fi switch sits differs between
+instances of a task, so a model has to read the page to find it, not remember where it was.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import ClassVar
 
@@ -26,19 +32,39 @@ class Settings(App):
         "bluetooth": ".Settings$ConnectedDeviceDashboardActivity",
         "display": ".Settings$DisplaySettingsActivity",
         "about": ".Settings$MyDeviceInfoActivity",
+        "apps": ".Settings$AppDashboardActivity",
+        "battery": ".Settings$PowerUsageSummaryActivity",
     }
 
     def reset(self) -> None:
         super().reset()
         self.paired: list[str] = []
 
+    def _rows(self, screen: Screen, key: str, rows: list[Callable[[int], object]]) -> None:
+        """Draw a page's rows (each a callable taking its mark) in the order the display profile
+        gives them: as listed, or shuffled by the layout seed."""
+        for mark, draw in self.phone.arrange(rows, f"settings.{key}"):
+            draw(mark)
+
     def page_main(self, screen: Screen) -> None:
         screen.title("Settings")
         s = self.phone.settings
-        screen.row("Network & internet", on_tap=lambda: self.go("network"), rid="network")
-        screen.row("Connected devices", on_tap=lambda: self.go("bluetooth"), rid="connected_devices")
-        screen.row("Display", on_tap=lambda: self.go("display"), rid="display")
-        screen.row("About phone", on_tap=lambda: self.go("about"), rid="about")
+
+        def row(text: str, page: str, rid: str) -> Callable[[int], object]:
+            return lambda mark: screen.row(text, on_tap=lambda: self.go(page), rid=rid, mark=mark)
+
+        self._rows(
+            screen,
+            "main",
+            [
+                row("Network & internet", "network", "network"),
+                row("Connected devices", "bluetooth", "connected_devices"),
+                row("Display", "display", "display"),
+                row("About phone", "about", "about"),
+                row("Apps", "apps", "apps"),
+                row("Battery", "battery", "battery"),
+            ],
+        )
         screen.text(
             f"Wi-Fi {'on' if s.wifi else 'off'} · Bluetooth {'on' if s.bluetooth else 'off'}",
             size=36,
@@ -48,9 +74,26 @@ class Settings(App):
     def page_network(self, screen: Screen) -> None:
         s = self.phone.settings
         screen.title("Network & internet", back=self.up)
-        screen.row("Internet", on_tap=lambda: self.go("wifi"), rid="internet")
-        screen.row("Wi-Fi", switch=s.wifi, on_tap=self._toggle_wifi, rid="wifi_switch")
-        screen.row("Airplane mode", switch=s.airplane, on_tap=self._toggle_airplane, rid="airplane_switch")
+        self._rows(
+            screen,
+            "network",
+            [
+                lambda mark: screen.row(
+                    "Internet", on_tap=lambda: self.go("wifi"), rid="internet", mark=mark
+                ),
+                lambda mark: screen.row(
+                    "Wi-Fi", switch=s.wifi, on_tap=self._toggle_wifi, rid="wifi_switch", mark=mark
+                ),
+                lambda mark: screen.row(
+                    "Airplane mode",
+                    switch=s.airplane,
+                    on_tap=self._toggle_airplane,
+                    rid="airplane_switch",
+                    mark=mark,
+                ),
+                lambda mark: screen.row("Data Saver", on_tap=lambda: None, rid="data_saver", mark=mark),
+            ],
+        )
 
     def page_wifi(self, screen: Screen) -> None:
         s = self.phone.settings
@@ -80,7 +123,23 @@ class Settings(App):
     def page_bluetooth(self, screen: Screen) -> None:
         s = self.phone.settings
         screen.title("Connected devices", back=self.up)
-        screen.row("Bluetooth", switch=s.bluetooth, on_tap=self._toggle_bluetooth, rid="bluetooth_switch")
+        self._rows(
+            screen,
+            "connected",
+            [
+                lambda mark: screen.row(
+                    "Bluetooth",
+                    switch=s.bluetooth,
+                    on_tap=self._toggle_bluetooth,
+                    rid="bluetooth_switch",
+                    mark=mark,
+                ),
+                lambda mark: screen.row(
+                    "Connection preferences", on_tap=lambda: None, rid="preferences", mark=mark
+                ),
+                lambda mark: screen.row("Cast", on_tap=lambda: None, rid="cast", mark=mark),
+            ],
+        )
         if s.bluetooth:
             for mark, name in self.phone.arrange(BLUETOOTH_DEVICES, "bluetooth"):
                 label = f"{name}  (Paired)" if name in self.paired else name
@@ -89,19 +148,41 @@ class Settings(App):
     def page_display(self, screen: Screen) -> None:
         s = self.phone.settings
         screen.title("Display", back=self.up)
-        screen.text(f"Brightness level: {round(s.brightness * 100 / 255)}%", size=44, rid="brightness_label")
-        slider = View(
-            "slider",
-            (0, screen.y, screen.width, screen.y + screen.px(140)),
-            text=str(s.brightness),
-            rid=f"{self.package}:id/brightness_slider",
-            desc="Brightness",
-            on_tap_at=lambda x, y: self.set_brightness_at(x),
+
+        def brightness(mark: int) -> None:
+            screen.text(
+                f"Brightness level: {round(s.brightness * 100 / 255)}%", size=44, rid="brightness_label"
+            )
+            slider = View(
+                "slider",
+                (0, screen.y, screen.width, screen.y + screen.px(140)),
+                text=str(s.brightness),
+                rid=f"{self.package}:id/brightness_slider",
+                desc="Brightness",
+                on_tap_at=lambda x, y: self.set_brightness_at(x),
+            )
+            slider.on_scroll = lambda dy, dx: self._nudge_brightness(dx)
+            screen.root.add(slider)
+            screen.y += screen.px(140)
+
+        self._rows(
+            screen,
+            "display",
+            [
+                brightness,
+                lambda mark: screen.row(
+                    "Dark theme",
+                    switch=s.dark_mode,
+                    on_tap=self._toggle_dark,
+                    rid="dark_theme_switch",
+                    mark=mark,
+                ),
+                lambda mark: screen.row(
+                    "Screen timeout  30 seconds", on_tap=lambda: None, rid="timeout", mark=mark
+                ),
+                lambda mark: screen.row("Font size", on_tap=lambda: None, rid="font_size", mark=mark),
+            ],
         )
-        slider.on_scroll = lambda dy, dx: self._nudge_brightness(dx)
-        screen.root.add(slider)
-        screen.y += screen.px(140)
-        screen.row("Dark theme", switch=s.dark_mode, on_tap=self._toggle_dark, rid="dark_theme_switch")
 
     def set_brightness_at(self, x: int) -> None:
         """A tap on the slider at ``x`` sets the level, as a SeekBar does."""
@@ -114,6 +195,14 @@ class Settings(App):
         screen.row(f"Device name  {self.phone.model}", rid="device_name")
         screen.row("Android version  14", rid="android_version")
         screen.row(f"Serial number  {self.phone.serial}", rid="serial")
+
+    def page_apps(self, screen: Screen) -> None:
+        screen.title("Apps", back=self.up)
+        screen.text(f"{len(self.phone.apps)} apps installed", size=40, rid="apps_count")
+
+    def page_battery(self, screen: Screen) -> None:
+        screen.title("Battery", back=self.up)
+        screen.text("85% · about 1 day left", size=40, rid="battery_level")
 
     def _toggle_wifi(self) -> None:
         s = self.phone.settings
