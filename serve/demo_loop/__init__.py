@@ -10,8 +10,9 @@
    evaluate, register a candidate), in a child process as the nightly job runs.
 4. **Gate and hot swap**: the service gates the candidate against the serving version and swaps it
    into the running policy while requests keep coming (none may fail).
-5. **After**: the same tasks again, and held-out instances of them (other seeds: other list orders
-   and positions), with a before/after table.
+5. **After**: the same tasks again, and held-out instances of them (the held-out side of each
+   task's split, ``devices.sim.tasks.splits``: the row to tap elsewhere, or another app named),
+   with a before/after table and what the held-out rows show.
 
 Everything goes through the real API, the real adb server and the real training code; only the
 phones and the person are simulated, and the demo says so.
