@@ -3,13 +3,16 @@ run stopped anywhere goes on from the pieces it finished.
 
     from pieces import read_json, write_json    # benchmarks/ is on sys.path when a benchmark runs
 
-and the product's own nightly RL settings (``product_rl``), which the learning benchmarks train with.
+the product's own nightly RL settings (``product_rl``), which the learning benchmarks train with,
+and the interval of a gain over a control (``bootstrap_gain``), which they report.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +37,27 @@ def product_rl() -> dict[str, Any]:
 
     config = yaml.safe_load((ROOT / "deploy" / "retrain.yaml").read_text(encoding="utf-8"))
     return dict(config.get("rl") or {})
+
+
+def bootstrap_gain(
+    arm: dict[int, dict[str, float]], control: dict[str, float], reps: int = 4000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean and 95% interval of (arm - control) per instance, resampling instances and seeds.
+
+    ``control`` is one value per instance: the control's weights never move, so every evaluation
+    of it (each point, each seed) measures the start policy, and their mean is its best estimate.
+    """
+    seeds = sorted(arm)
+    ids = sorted(set(control).intersection(*(set(arm[s]) for s in seeds))) if seeds else []
+    if not ids:
+        return (float("nan"),) * 3
+    gains = {s: {i: arm[s][i] - control[i] for i in ids} for s in seeds}
+    mean = statistics.fmean(gains[s][i] for s in seeds for i in ids)
+    rng = random.Random(seed)
+    draws = sorted(
+        statistics.fmean(
+            gains[s][i] for s in [rng.choice(seeds) for _ in seeds] for i in [rng.choice(ids) for _ in ids]
+        )
+        for _ in range(reps)
+    )
+    return mean, draws[int(0.025 * reps)], draws[int(0.975 * reps) - 1]

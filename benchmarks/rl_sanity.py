@@ -45,7 +45,6 @@ import argparse
 import hashlib
 import json
 import math
-import random
 import shutil
 import statistics
 import sys
@@ -57,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
-from pieces import product_rl, read_json, write_json
+from pieces import bootstrap_gain, product_rl, read_json, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = 1  # bump when a piece's meaning changes: older cached pieces are not reused
@@ -262,30 +261,6 @@ def detectable(successes: Sequence[float], k: int, seeds: int = 1, control_evals
         return float("nan")
     variance = statistics.fmean(p * (1 - p) / k * (1 + 1 / control_evals) for p in successes)
     return (1.96 + 0.84) * math.sqrt(max(variance, 1e-12) / (len(successes) * seeds))
-
-
-def bootstrap_gain(
-    arm: dict[int, dict[str, float]], control: dict[str, float], reps: int = 4000, seed: int = 0
-) -> tuple[float, float, float]:
-    """Mean and 95% interval of (arm - control) per instance, resampling instances and seeds.
-
-    ``control`` is one value per instance: the control's weights never move, so every evaluation
-    of it (each point, each seed) measures the start policy, and their mean is its best estimate.
-    """
-    seeds = sorted(arm)
-    ids = sorted(set(control).intersection(*(set(arm[s]) for s in seeds))) if seeds else []
-    if not ids:
-        return (float("nan"),) * 3
-    gains = {s: {i: arm[s][i] - control[i] for i in ids} for s in seeds}
-    mean = statistics.fmean(gains[s][i] for s in seeds for i in ids)
-    rng = random.Random(seed)
-    draws = sorted(
-        statistics.fmean(
-            gains[s][i] for s in [rng.choice(seeds) for _ in seeds] for i in [rng.choice(ids) for _ in ids]
-        )
-        for _ in range(reps)
-    )
-    return mean, draws[int(0.025 * reps)], draws[int(0.975 * reps) - 1]
 
 
 def control_reference(pieces: Sequence[dict[str, Any]]) -> dict[str, float]:

@@ -91,6 +91,8 @@ class AgentClient:
                 source.response.read()
                 raise ApiError(source.response.status_code, source.response.text)
             for event in source.iter_sse():
+                if not event.data:  # a keep-alive comment (": ping") while nothing happens
+                    continue
                 data = event.json()
                 if event.event == "step":
                     yield event.event, StepResponse.model_validate(data)

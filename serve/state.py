@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from agent.checkpoint import checkpoint_system_prompt
-from agent.jobs import Job, JobStore
+from agent.jobs import Job, JobStore, LockHeld
 from agent.policy import Policy, PolicyUnavailable
 from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry
@@ -187,7 +187,12 @@ def _after_job(swap: SwapController | None) -> Callable[[Job], Awaitable[None]]:
     async def run(job: Job) -> None:
         candidate = job.detail.get("candidate")
         if swap is not None and swap.settings.auto_promote and candidate:
-            await swap.gate_and_promote(str(candidate))
+            try:
+                await swap.gate_and_promote(str(candidate))
+            except LockHeld as exc:  # another swap is under way (the watcher's, on this very candidate?)
+                log.info(
+                    "candidate %s: %s; the promotion watcher takes it when the lock is free", candidate, exc
+                )
 
     return run
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -229,6 +230,43 @@ def test_rl_sanity(tmp_path: Path) -> None:
     again = _run("rl_sanity.py", "table", *common, timeout=300)  # from the cache: nothing trains again
     assert "| lora-1e-3 |" in again
     assert "arm lora-1e-3" not in again
+
+
+@pytest.mark.slow
+def test_nights(tmp_path: Path, sft_checkpoint: Path) -> None:
+    """The loop as a user runs it, a night per arm: traffic through the API, the person's
+    corrections, the product's own job (its stages), the gate, the swap, the held-out score; the
+    table from the cache alone."""
+    pytest.importorskip("torch")
+    cache, out, figure = str(tmp_path / "cache"), tmp_path / "nights.json", tmp_path / "nights.png"
+    common = ("--quick", "--quiet", "--cache", cache, "--starter", str(sft_checkpoint))
+    arms = ("--arms", "nightly", "sft", "off")
+    output = _run("nights.py", *common, *arms, "--json", str(out), "--figure", str(figure), timeout=850)
+    assert "refutation rule (stated before the run)" in output
+    assert "smallest gain" in output
+    summary = json.loads(out.read_text())
+    assert figure.stat().st_size > 10_000
+    product = yaml.safe_load((REPO / "deploy" / "retrain.yaml").read_text())
+    pieces = {
+        p.parent.name: json.loads(p.read_text()) for p in (tmp_path / "cache").glob("*/*-seed0/night-1.json")
+    }
+    assert set(pieces) == {"nightly-seed0", "sft-seed0"}  # retraining off runs no night
+    assert pieces["nightly-seed0"]["stages"] == product["stages"]  # the product's own job
+    assert pieces["sft-seed0"]["stages"] == ["sft"]
+    for piece in pieces.values():
+        assert piece["job"]["status"] == "succeeded", piece["job"]
+        assert piece["state"] in ("promoted", "rejected")  # the service's gate took the candidate
+        assert piece["promoted"] == (piece["candidate"] if piece["state"] == "promoted" else "starter")
+        held = piece["held_out"]["per_instance"]
+        assert len(held) == 2  # one held-out instance of each of the two families
+        assert piece["held_out"]["success"] == pytest.approx(sum(held.values()) / len(held))
+    for arm, row in summary["arms"].items():
+        assert [n["night"] for n in row["nights"]] == [0, 1], arm
+    last = summary["arms"]["nightly"]["nights"][-1]
+    assert summary["verdict"].startswith("refuted" if last["gain"][1] <= 0 else "not refuted")
+    again = _run("nights.py", "table", *common, *arms, timeout=300)  # from the cache: nothing runs again
+    assert "nightly seed 0 night 1" not in again
+    assert "Held-out success by night" in again
 
 
 @pytest.mark.slow

@@ -381,12 +381,19 @@ def test_a_person_drives_a_task_step_by_step_seeing_what_the_policy_proposes(mak
     client.post(f"/v1/tasks/{task_id}/cancel")
 
 
-def test_the_stream_says_a_step_waits_to_a_client_that_connects_after_the_hold_and_live(make_service) -> None:  # type: ignore[no-untyped-def]
+def test_the_stream_says_a_step_waits_to_a_client_that_connects_after_the_hold_and_live(
+    make_service, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     """A client waits on the stream, not on a clock: a ``held`` event on connecting when a step waits
-    already (its index and the policy's proposal), and one when the next step starts waiting."""
+    already (its index and the policy's proposal), and one when the next step starts waiting; the
+    keep-alive pings of a stream with nothing to say meanwhile do not break the client."""
     import threading
 
+    import fastapi.routing
+
     from serve.client import AgentClient
+
+    monkeypatch.setattr(fastapi.routing, "_PING_INTERVAL", 0.1)  # 15 s in production
 
     service = make_service(ScriptedPolicy(steps=1000, delay_s=0.05))
     client = service.client(service.agent)
@@ -407,6 +414,8 @@ def test_the_stream_says_a_step_waits_to_a_client_that_connects_after_the_hold_a
     listener.start()
     assert connected.wait(30), f"no held event on connecting: {events}"
     assert events[-1] == ("held", {"index": 0, "reason": None, "proposed_action": first["proposed_action"]})
+    time.sleep(0.5)  # the person looks; the stream pings
+    assert listener.is_alive()
     assert client.post(f"/v1/tasks/{task_id}/resume", json={"hold": True}).status_code == 200
     second = _held(client, task_id, 1)
     client.post(f"/v1/tasks/{task_id}/cancel")

@@ -253,3 +253,27 @@ def test_a_candidate_taken_by_both_the_job_end_and_the_watcher_is_gated_once_and
     before = registry.events()
     assert asyncio.run(controller.gate_and_promote("nightly-1")) is None  # no second swap, no event
     assert registry.events() == before
+
+
+def test_a_job_end_that_finds_the_swap_lock_held_leaves_the_candidate_to_the_watcher(store, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The job's end gates its candidate at once; when another swap holds the lock (the watcher,
+    taking the same candidate) that is an expected turn, said in one line, not a traceback."""
+    import logging
+    from datetime import UTC, datetime
+
+    from agent.jobs import Job, JobStore
+    from agent.prompt import PromptSettings
+    from agent.vllm_policy import VllmSettings
+    from serve.state import _after_job
+    from serve.swap import SWAP_LOCK, HotSwapController
+
+    registry = _registry_with_a_candidate(store)
+    JobStore(store.engine).acquire(SWAP_LOCK, "the-watcher", ttl_s=600)
+    controller = HotSwapController(
+        store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()
+    )
+    job = Job("j1", "retrain", "succeeded", "api", None, datetime.now(UTC), detail={"candidate": "nightly-1"})
+    with caplog.at_level(logging.INFO, logger="serve.state"):
+        asyncio.run(_after_job(controller)(job))  # no exception
+    assert registry.get("nightly-1").state == "candidate"  # still there for the watcher
+    assert any("the promotion watcher takes it" in r.getMessage() for r in caplog.records)
