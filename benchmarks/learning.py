@@ -70,7 +70,6 @@ is drawn with all its held-out trajectories, which pass or fail together more of
 from __future__ import annotations
 
 import argparse
-import hashlib
 import importlib.util
 import json
 import os
@@ -87,7 +86,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
-from pieces import product_rl, read_json, write_json
+from pieces import product_rl, read_json, setting_key, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,8 +159,7 @@ class Setting:
     gate_enforced: bool = True
 
     def key(self) -> str:
-        blob = json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return setting_key(self, FORMAT)
 
 
 QUICK = Setting(

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
-from pieces import ROOT, bootstrap_gain, read_json, write_json
+from pieces import ROOT, bootstrap_gain, deep_merge, dotted, read_json, setting_key, write_json
 
 ARMS = ("nightly", "sft", "sft+rl", "off")
 STAGES: dict[str, list[str] | None] = {"nightly": None, "sft": ["sft"], "sft+rl": ["sft", "rl"], "off": None}
@@ -89,8 +89,7 @@ class Setting:
     max_new_tokens: int = 112
 
     def key(self) -> str:
-        blob = json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return setting_key(self, FORMAT)
 
 
 QUICK = Setting(
@@ -127,28 +126,6 @@ def resize(setting: Setting) -> dict[str, int]:
     return {"max_pixels": setting.image_tokens * 28 * 28, "min_pixels": 4 * 28 * 28}
 
 
-def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in top.items():
-        out[key] = (
-            deep_merge(out[key], value)
-            if isinstance(value, dict) and isinstance(out.get(key), dict)
-            else value
-        )
-    return out
-
-
-def _dotted(pairs: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for dotted, value in pairs.items():
-        *path, last = dotted.split(".")
-        node = out
-        for part in path:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return out
-
-
 def retrain_config(
     setting: Setting, arm: str, seed: int, data: Path, store_url: str, starter: Path
 ) -> dict[str, Any]:
@@ -156,7 +133,7 @@ def retrain_config(
     import yaml
 
     product = yaml.safe_load((ROOT / "deploy" / "retrain.yaml").read_text(encoding="utf-8"))
-    config = deep_merge(product, _dotted({k: v for k, (v, _) in SCALING.items()}))
+    config = deep_merge(product, dotted({k: v for k, (v, _) in SCALING.items()}))
     if config["rl"].get("max_seconds") is None:
         config["rl"].pop("max_seconds", None)
     config["rl"] = deep_merge(

@@ -9,6 +9,7 @@ and the interval of a gain over a control (``bootstrap_gain``), which they repor
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -61,3 +62,35 @@ def bootstrap_gain(
         for _ in range(reps)
     )
     return mean, draws[int(0.025 * reps)], draws[int(0.975 * reps) - 1]
+
+
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``, nested dictionaries merged key by key."""
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = (
+            deep_merge(out[key], value)
+            if isinstance(value, dict) and isinstance(out.get(key), dict)
+            else value
+        )
+    return out
+
+
+def dotted(pairs: dict[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1}`` as ``{"a": {"b": 1}}``: overrides written as dotted paths, as a config nests them."""
+    out: dict[str, Any] = {}
+    for dotted, value in pairs.items():
+        *path, last = dotted.split(".")
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def setting_key(setting: Any, version: int) -> str:
+    """A benchmark setting's cache key: its fields and the format ``version`` of its pieces."""
+    from dataclasses import asdict
+
+    blob = json.dumps({"format": version, **asdict(setting)}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -42,8 +42,6 @@ success, bootstrapped over instances and seeds, includes 0 or lies below it.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import math
 import shutil
 import statistics
@@ -56,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
-from pieces import bootstrap_gain, product_rl, read_json, write_json
+from pieces import bootstrap_gain, deep_merge, dotted, product_rl, read_json, setting_key, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = 1  # bump when a piece's meaning changes: older cached pieces are not reused
@@ -103,8 +101,7 @@ class Setting:
     max_new_tokens: int = 112
 
     def key(self) -> str:
-        blob = json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return setting_key(self, FORMAT)
 
 
 QUICK = Setting(
@@ -174,25 +171,9 @@ def resize(setting: Setting) -> dict[str, int]:
     return {"max_pixels": setting.image_tokens * 28 * 28, "min_pixels": 4 * 28 * 28}
 
 
-def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def scaled(setting: Setting) -> dict[str, Any]:
     """The scalings of SCALING and the setting's sizes, as overrides of the rl: block."""
-    out: dict[str, Any] = {}
-    for dotted, (value, _) in SCALING.items():
-        *path, last = dotted.split(".")
-        node = out
-        for part in path:
-            node = node.setdefault(part, {})
-        node[last] = value
+    out = dotted({key: value for key, (value, _) in SCALING.items()})
     return deep_merge(
         out,
         {

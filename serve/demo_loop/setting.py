@@ -104,6 +104,7 @@ def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) ->
     from agent.devkit.cache import publish
     from agent.devkit.tiny_model import ensure_tiny_model
 
+    cache = cache.resolve()  # the training config names the model by path: relative would not resolve
     target = cache / f"starter-{setting.starter_key()}"
     if (target / "config.json").is_file():
         return target

@@ -36,3 +36,17 @@ def test_the_demo_says_plainly_that_the_tiny_model_cannot_do_tasks(tmp_path: Pat
     assert "random weights: every task will fail" in out
     assert failures == 2
     assert "unparseable response" in out
+
+
+def test_the_starter_builds_in_a_cache_folder_given_relative(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """UIS1_CACHE_DIR=cache (or a benchmark's --cache .cache/x) works: the training config it writes
+    names the model by a path that resolves wherever the config file lies."""
+    pytest.importorskip("torch")
+    from serve.demo_loop import LoopSetting, ensure_starter
+
+    monkeypatch.chdir(tmp_path)
+    setting = LoopSetting(known=("wifi_on",), new=(), starter_instances=1, starter_steps=1)
+    starter = ensure_starter(setting, Path("cache"), quiet=True)
+    assert starter.is_absolute()
+    assert (starter / "config.json").is_file()
+    assert starter.parent == tmp_path / "cache"
