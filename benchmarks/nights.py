@@ -619,6 +619,7 @@ def main() -> int:
         "--starter-instances", type=int, help="the starter's instances per family (default 24)"
     )
     parser.add_argument("--starter-steps", type=int, help="the starter's SFT steps (default 600)")
+    parser.add_argument("--families", nargs="+", help="task families (default: the five of Setting)")
     parser.add_argument("--quick", action="store_true", help="a minute-scale setting of every piece (CI)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     parser.add_argument(
@@ -645,6 +646,8 @@ def main() -> int:
     for field in ("nights", "starter_instances", "starter_steps"):
         if getattr(args, field):
             setting = replace(setting, **{field: getattr(args, field)})
+    if args.families:
+        setting = replace(setting, families=tuple(args.families))
     if args.quick:
         args.seeds = args.seeds[:1]
     bench = Bench(setting, args.cache, progress=not args.quiet, starter=args.starter)
