@@ -20,6 +20,10 @@ NETWORKS = ("HomeNet", "HomeNet 5G", "CoffeeShop", "Office-Guest")
 BLUETOOTH_DEVICES = ("Pixel Buds", "Car Audio", "JBL Flip")
 
 
+def _nothing() -> None:
+    """What a row that opens no page of its own does when tapped."""
+
+
 class Settings(App):
     package = "com.android.settings"
     label = "Settings"
@@ -40,21 +44,20 @@ class Settings(App):
         super().reset()
         self.paired: list[str] = []
 
-    def _rows(self, screen: Screen, key: str, rows: list[Callable[[int], object]]) -> None:
-        """Draw a page's rows (each a callable taking its mark) in the order the display profile
+    def _rows(self, key: str, rows: list[Callable[..., object]]) -> None:
+        """Draw a page's rows (each called with its ``mark``) in the order the display profile
         gives them: as listed, or shuffled by the layout seed."""
         for mark, draw in self.phone.arrange(rows, f"settings.{key}"):
-            draw(mark)
+            draw(mark=mark)
 
     def page_main(self, screen: Screen) -> None:
         screen.title("Settings")
         s = self.phone.settings
 
-        def row(text: str, page: str, rid: str) -> Callable[[int], object]:
-            return lambda mark: screen.row(text, on_tap=lambda: self.go(page), rid=rid, mark=mark)
+        def row(text: str, page: str, rid: str) -> Callable[..., object]:
+            return partial(screen.row, text, on_tap=partial(self.go, page), rid=rid)
 
         self._rows(
-            screen,
             "main",
             [
                 row("Network & internet", "network", "network"),
@@ -75,23 +78,18 @@ class Settings(App):
         s = self.phone.settings
         screen.title("Network & internet", back=self.up)
         self._rows(
-            screen,
             "network",
             [
-                lambda mark: screen.row(
-                    "Internet", on_tap=lambda: self.go("wifi"), rid="internet", mark=mark
-                ),
-                lambda mark: screen.row(
-                    "Wi-Fi", switch=s.wifi, on_tap=self._toggle_wifi, rid="wifi_switch", mark=mark
-                ),
-                lambda mark: screen.row(
+                partial(screen.row, "Internet", on_tap=partial(self.go, "wifi"), rid="internet"),
+                partial(screen.row, "Wi-Fi", switch=s.wifi, on_tap=self._toggle_wifi, rid="wifi_switch"),
+                partial(
+                    screen.row,
                     "Airplane mode",
                     switch=s.airplane,
                     on_tap=self._toggle_airplane,
                     rid="airplane_switch",
-                    mark=mark,
                 ),
-                lambda mark: screen.row("Data Saver", on_tap=lambda: None, rid="data_saver", mark=mark),
+                partial(screen.row, "Data Saver", on_tap=_nothing, rid="data_saver"),
             ],
         )
 
@@ -124,20 +122,17 @@ class Settings(App):
         s = self.phone.settings
         screen.title("Connected devices", back=self.up)
         self._rows(
-            screen,
             "connected",
             [
-                lambda mark: screen.row(
+                partial(
+                    screen.row,
                     "Bluetooth",
                     switch=s.bluetooth,
                     on_tap=self._toggle_bluetooth,
                     rid="bluetooth_switch",
-                    mark=mark,
                 ),
-                lambda mark: screen.row(
-                    "Connection preferences", on_tap=lambda: None, rid="preferences", mark=mark
-                ),
-                lambda mark: screen.row("Cast", on_tap=lambda: None, rid="cast", mark=mark),
+                partial(screen.row, "Connection preferences", on_tap=_nothing, rid="preferences"),
+                partial(screen.row, "Cast", on_tap=_nothing, rid="cast"),
             ],
         )
         if s.bluetooth:
@@ -166,21 +161,18 @@ class Settings(App):
             screen.y += screen.px(140)
 
         self._rows(
-            screen,
             "display",
             [
                 brightness,
-                lambda mark: screen.row(
+                partial(
+                    screen.row,
                     "Dark theme",
                     switch=s.dark_mode,
                     on_tap=self._toggle_dark,
                     rid="dark_theme_switch",
-                    mark=mark,
                 ),
-                lambda mark: screen.row(
-                    "Screen timeout  30 seconds", on_tap=lambda: None, rid="timeout", mark=mark
-                ),
-                lambda mark: screen.row("Font size", on_tap=lambda: None, rid="font_size", mark=mark),
+                partial(screen.row, "Screen timeout  30 seconds", on_tap=_nothing, rid="timeout"),
+                partial(screen.row, "Font size", on_tap=_nothing, rid="font_size"),
             ],
         )
 

@@ -10,8 +10,8 @@ another name in the goal) to act right.
 
 Which signatures are held out is fixed per task and display profile: the distinct signatures of
 the first ``ENUMERATED`` seeds, sorted, every ``EVERY``-th held out (so a task with a dozen
-signatures holds out three, one with two or three holds out one); a signature outside them (a rare seed) by its hash, in the same
-proportion. Every split the project uses (the learning benchmark, the nights benchmark, the demo,
+signatures holds out three, one with two or three holds out one); a signature outside them (a rare
+seed) by its hash, in the same proportion. Every split the project uses (the learning benchmark, the nights benchmark, the demo,
 the retraining gate) draws seeds through ``seeds``.
 
 What varies per family under the ``learnable`` profile (``VARIES``): see its entries.
@@ -68,15 +68,15 @@ def _digest(text: str) -> int:
 
 
 @cache
-def _held(task: str, display: str) -> frozenset[str]:
-    distinct = sorted({signature(task, seed, display) for seed in range(ENUMERATED)}, key=_digest)
-    # A task with fewer than EVERY signatures still holds one out (and one alone leaves no trained side).
-    return frozenset(distinct[EVERY - 1 :: EVERY] or distinct[-1:])
+def _enumerated(task: str, display: str) -> frozenset[str]:
+    return frozenset(signature(task, seed, display) for seed in range(ENUMERATED))
 
 
 @cache
-def _enumerated(task: str, display: str) -> frozenset[str]:
-    return frozenset(signature(task, seed, display) for seed in range(ENUMERATED))
+def _held(task: str, display: str) -> frozenset[str]:
+    distinct = sorted(_enumerated(task, display), key=_digest)
+    # A task with fewer than EVERY signatures still holds one out (and one alone leaves no trained side).
+    return frozenset(distinct[EVERY - 1 :: EVERY] or distinct[-1:])
 
 
 def held_out(task: str, seed: int, display: str = "learnable") -> bool:
