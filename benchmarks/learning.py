@@ -86,7 +86,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
-from pieces import product_rl, read_json, setting_key, write_json
+from pieces import product_rl, read_json, resize, setting_key, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -258,10 +258,6 @@ def trajectories(setting: Setting, split: str) -> list[Any]:
 
 
 # -- training -------------------------------------------------------------------------------------
-def resize(setting: Setting) -> dict[str, int]:
-    return {"max_pixels": setting.image_tokens * 28 * 28, "min_pixels": 4 * 28 * 28}
-
-
 def learner(setting: Setting) -> dict[str, Any]:
     return {"device": setting.device}
 

@@ -42,12 +42,13 @@ import math
 import statistics
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from machine import facts
-from pieces import ROOT, bootstrap_gain, deep_merge, dotted, read_json, setting_key, write_json
+from pieces import ROOT, bootstrap_gain, deep_merge, dotted, read_json, resize, setting_key, write_json
 
 ARMS = ("nightly", "sft", "sft+rl", "off")
 STAGES: dict[str, list[str] | None] = {"nightly": None, "sft": ["sft"], "sft+rl": ["sft", "rl"], "off": None}
@@ -122,10 +123,6 @@ def held_out_seeds(setting: Setting, family: str) -> list[int]:
     return seeds(family, "held_out", setting.held_out, start=1)
 
 
-def resize(setting: Setting) -> dict[str, int]:
-    return {"max_pixels": setting.image_tokens * 28 * 28, "min_pixels": 4 * 28 * 28}
-
-
 def retrain_config(
     setting: Setting, arm: str, seed: int, data: Path, store_url: str, starter: Path
 ) -> dict[str, Any]:
@@ -150,17 +147,9 @@ def retrain_config(
             "dynamic_sampling": {"max_extra_draws": 4 * setting.tasks_per_step},
         },
     )
-    config["sft"] = {
-        "seed": seed,
-        "thoughts": True,
-        "system_prompt": "compact",
-        "optim": {"lr": setting.lr},
-        "batch_size": 8,
-        "epochs": 100_000,
-        "max_steps": setting.sft_steps,
-        "save_every": setting.sft_steps,
-        "learner": {"device": "cpu"},
-    }
+    from serve.demo_loop.setting import sft_body
+
+    config["sft"] = {"seed": seed, **sft_body(setting.lr, setting.sft_steps)}
     config["stages"] = STAGES[arm] or product["stages"]
     config["evaluation"]["online"] = {
         "tasks": list(setting.families),
@@ -186,27 +175,29 @@ def retrain_config(
     return config
 
 
-def evaluate(setting: Setting, weights: tuple[str, str | None], name: str) -> dict[str, Any]:
-    """Greedy success of a version (checkpoint, adapter) on every held-out instance."""
+def local_policy(setting: Setting, base: str, adapter: str | None, name: str) -> tuple[Any, Any]:
+    """An in-process policy on a version's weights as the service runs it, and its prompt."""
     from agent.checkpoint import checkpoint_system_prompt
     from agent.geometry import ResizeSettings
     from agent.local_policy import LocalPolicy
     from agent.policy import SamplingSettings
     from agent.prompt import PromptSettings
-    from train.online import OnlineSettings, online_success
 
-    base, adapter = weights
     prompt = PromptSettings(
         resize=ResizeSettings(**resize(setting)), system_prompt=checkpoint_system_prompt(base, adapter)
     )
+    sampling = SamplingSettings(max_tokens=setting.max_new_tokens)
     policy = LocalPolicy(
-        base,
-        adapter_dir=adapter,
-        model_version=name,
-        prompt=prompt,
-        device="cpu",
-        sampling=SamplingSettings(max_tokens=setting.max_new_tokens),
+        base, adapter_dir=adapter, model_version=name, prompt=prompt, device="cpu", sampling=sampling
     )
+    return policy, prompt
+
+
+def evaluate(setting: Setting, weights: tuple[str, str | None], name: str) -> dict[str, Any]:
+    """Greedy success of a version (checkpoint, adapter) on every held-out instance."""
+    from train.online import OnlineSettings, online_success
+
+    policy, prompt = local_policy(setting, *weights, name)
     online = OnlineSettings(
         tasks=list(setting.families),
         seeds=[1],
@@ -299,12 +290,18 @@ class _Service:
         self.data = bench.home / f"{arm}-seed{seed}" / "service"
 
     def __enter__(self) -> _Service:
-        from agent.checkpoint import checkpoint_system_prompt
+        with ExitStack() as stack:  # a start that fails half-way stops what it had started
+            self._start(stack)
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _start(self, stack: ExitStack) -> None:
         from agent.episode import EpisodeSettings
-        from agent.geometry import ResizeSettings
-        from agent.local_policy import LocalModels, LocalPolicy
+        from agent.local_policy import LocalModels
         from agent.policy import SamplingSettings
-        from agent.prompt import PromptSettings
         from agent.registry import ModelRegistry
         from agent.settings import StoreSettings
         from agent.store import TrajectoryStore
@@ -313,7 +310,7 @@ class _Service:
         from devices.sim.display import profile
         from devices.sim.fleet import SimFleet
         from serve.client import AgentClient
-        from serve.demo import start_service
+        from serve.demo import start_service, stop_service
         from serve.scheduler import SchedulerSettings
         from serve.settings import ServeSettings
         from serve.swap import SwapSettings
@@ -337,85 +334,56 @@ class _Service:
             if serving
             else (str(starter), None, "starter")
         )
-        image = ResizeSettings(**resize(s))
-        prompt = PromptSettings(resize=image, system_prompt=checkpoint_system_prompt(base, adapter))
-        sampling = SamplingSettings(max_tokens=s.max_new_tokens)
-        policy = LocalPolicy(
-            base, adapter_dir=adapter, model_version=name, prompt=prompt, device="cpu", sampling=sampling
-        )
-        self.adb = AdbServer(port=free_port())
-        self.adb.__enter__()
-        self.fleet = SimFleet(self.adb)
-        self.fleet.__enter__()
-        self.phones = [self.fleet.add(display=profile(s.display)) for _ in s.families]
+        policy, prompt = local_policy(s, base, adapter, name)
+        adb = stack.enter_context(AdbServer(port=free_port()))
+        fleet = stack.enter_context(SimFleet(adb))
+        self.phones = [fleet.add(display=profile(s.display)) for _ in s.families]
         settings = ServeSettings(
             store=store,
-            adb_servers=[f"127.0.0.1:{self.adb.port}"],
+            adb_servers=[f"127.0.0.1:{adb.port}"],
             port=free_port(),
-            resize=image,
+            resize=prompt.resize,
             episode=EpisodeSettings(
-                max_steps=s.max_steps, max_parse_errors=1, settle_s=0.05, sampling=sampling
+                max_steps=s.max_steps,
+                max_parse_errors=1,
+                settle_s=0.05,
+                sampling=SamplingSettings(max_tokens=s.max_new_tokens),
             ),
             scheduler=SchedulerSettings(retrain_config=config_path, job_timeout_s=3600),
             swap=SwapSettings(retire_after_s=5, canary_max_tokens=s.max_new_tokens),
         )
-        self.server, self.thread, token = start_service(settings, LocalModels(policy))
-        self.client = AgentClient(f"http://127.0.0.1:{settings.port}", token, timeout=120)
+        server, thread, token = start_service(settings, LocalModels(policy))
+        stack.callback(stop_service, server, thread)
+        self.client = stack.enter_context(
+            AgentClient(f"http://127.0.0.1:{settings.port}", token, timeout=120)
+        )
         if serving is None:
             self.client.register_model("starter", served_name="starter", base=str(starter), kind="base")
             self.client.promote("starter", reason="the first night's version")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        from serve.demo import stop_service
-
-        self.client.close()
-        stop_service(self.server, self.thread)
-        self.fleet.__exit__(None, None, None)
-        self.adb.__exit__(None, None, None)
 
     def night(self, night: int) -> dict[str, Any]:
         """Traffic, corrections, the retraining job, the gate and the swap, then the held-out score."""
-        from devices.sim.tasks import TASKS, Outcome
-        from serve.demo_loop.person import correct, finished
+        from rich.console import Console
+
+        from devices.sim.tasks import TASKS
+        from serve.demo_loop.person import correct_and_label, run_checked
+        from serve.demo_loop.watch import follow_job, gate_decision
 
         s, client = self.bench.setting, self.client
         instances = [(f, seed) for f in s.families for seed in traffic_seeds(s, f, self.seed, night)]
-        failed: list[tuple[str, int]] = []
-        for i in range(0, len(instances), len(self.phones)):
-            batch = list(zip(instances[i : i + len(self.phones)], self.phones, strict=False))
-            submitted = []
-            for (family, seed), phone in batch:
-                task = TASKS[family].create(seed)
-                task.initialize(phone.phone)
-                submitted.append(
-                    (
-                        client.create_task(task.goal, device={"serial": phone.serial}).id,
-                        family,
-                        seed,
-                        task,
-                        phone,
-                    )
-                )
-            for task_id, family, seed, task, phone in submitted:
-                result = finished(client, task_id)
-                ok = result is not None and task.is_successful(phone.phone, Outcome(answer=result.answer))
-                if result is not None:
-                    client.feedback(task_id, "success" if ok else "failure", source="checker")
-                if not ok:
-                    failed.append((family, seed))
+        tasks = [TASKS[family].create(seed) for family, seed in instances]
+        checked = run_checked(client, tasks, self.phones, label=True)
+        failed = [instance for instance, (_, ok) in zip(instances, checked, strict=True) if not ok]
         corrected = 0
         for family, seed in failed:
-            task = TASKS[family].create(seed)
-            task_id, steps = correct(client, task, self.phones[0], lambda *a, **k: None)
+            _, steps, _ = correct_and_label(
+                client, TASKS[family].create(seed), self.phones[0], lambda *a: None
+            )
             corrected += steps
-            if (result := finished(client, task_id)) is not None:
-                ok = task.is_successful(self.phones[0].phone, Outcome(answer=result.answer))
-                client.feedback(task_id, "success" if ok else "failure", comment="corrected by a person")
         job = client.start_job()
-        ended = _job_end(client, job["id"])
+        ended = follow_job(client, job["id"], s.sft_steps, Console(quiet=not self.bench.progress))
         candidate = (ended.get("detail") or {}).get("candidate")
-        state = _decided(client, candidate) if candidate else None
+        state = (gate_decision(client, candidate, 900) or "undecided") if candidate else None
         info = client.model(candidate)["info"] if candidate else {}
         serving = _serving(client)
         held = evaluate(s, (serving["base"], serving.get("adapter")), serving["name"])
@@ -432,28 +400,6 @@ class _Service:
             "promoted": serving["name"],
             "held_out": held,
         }
-
-
-def _job_end(client: Any, job_id: str) -> dict[str, Any]:
-    """The job once it has ended (the scheduler's own timeout bounds it)."""
-    while True:
-        job = client.job(job_id)
-        if job["status"] not in ("queued", "running"):
-            return job  # type: ignore[no-any-return]
-        time.sleep(1.0)
-
-
-def _decided(client: Any, candidate: str, timeout_s: float = 900.0) -> str:
-    """The candidate's state once the service's gate has taken it (promoted or rejected), or
-    ``undecided`` if it had not after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        versions = client.models()["versions"]
-        state = next((v["state"] for v in versions if v["name"] == candidate), None)
-        if state not in (None, "candidate"):
-            return str(state)
-        time.sleep(0.5)
-    return "undecided"
 
 
 def _serving(client: Any) -> dict[str, Any]:

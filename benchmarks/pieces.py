@@ -94,3 +94,8 @@ def setting_key(setting: Any, version: int) -> str:
 
     blob = json.dumps({"format": version, **asdict(setting)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def resize(setting: Any) -> dict[str, int]:
+    """The resize limits for a setting's ``image_tokens`` per screenshot (28 x 28 pixels a token)."""
+    return {"max_pixels": setting.image_tokens * 28 * 28, "min_pixels": 4 * 28 * 28}

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import facts
-from pieces import bootstrap_gain, deep_merge, dotted, product_rl, read_json, setting_key, write_json
+from pieces import bootstrap_gain, deep_merge, dotted, product_rl, read_json, resize, setting_key, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 FORMAT = 1  # bump when a piece's meaning changes: older cached pieces are not reused
@@ -165,10 +165,6 @@ def load_trajectories(setting: Setting, seeds: dict[str, list[int]]) -> list[Any
     from train.data import SimSource, load
 
     return load([SimSource.model_validate(s) for s in sim_sources(setting, seeds)])
-
-
-def resize(setting: Setting) -> dict[str, int]:
-    return {"max_pixels": setting.image_tokens * 28 * 28, "min_pixels": 4 * 28 * 28}
 
 
 def scaled(setting: Setting) -> dict[str, Any]:

@@ -47,6 +47,44 @@ def held_at(client: Any, task_id: str, index: int) -> Any:
     return None
 
 
+def run_checked(client: Any, tasks: list[Any], phones: list[Any], *, label: bool) -> list[tuple[str, bool]]:
+    """Each task through the API on its own simulated phone, as many at once as there are phones,
+    batch after batch; each checked on its phone once it has ended and, with ``label``, labelled by
+    the checker (labelled traffic is what retraining learns from; a task whose stream broke off
+    before its end is not labelled). Returns (task id, success) per task, in order."""
+    from devices.sim.tasks import Outcome
+
+    out: list[tuple[str, bool]] = []
+    for i in range(0, len(tasks), len(phones)):
+        batch = list(zip(tasks[i : i + len(phones)], phones, strict=False))
+        submitted = []
+        for task, device in batch:
+            task.initialize(device.phone)
+            submitted.append(client.create_task(task.goal, device={"serial": device.serial}).id)
+        for task_id, (task, device) in zip(submitted, batch, strict=True):
+            result = finished(client, task_id)
+            ok = result is not None and task.is_successful(device.phone, Outcome(answer=result.answer))
+            if label and result is not None:
+                client.feedback(task_id, "success" if ok else "failure", source="checker")
+            out.append((task_id, ok))
+    return out
+
+
+def correct_and_label(client: Any, task: Any, device: Any, say: Any) -> tuple[str, int, bool | None]:
+    """``correct`` the task, then check it on the phone and label it as the person: the task's id,
+    the steps corrected, and whether it was done (None: its stream broke off before the end, so
+    it is not labelled)."""
+    from devices.sim.tasks import Outcome
+
+    task_id, corrected = correct(client, task, device, say)
+    result = finished(client, task_id)
+    if result is None:
+        return task_id, corrected, None
+    ok = bool(task.is_successful(device.phone, Outcome(answer=result.answer)))
+    client.feedback(task_id, "success" if ok else "failure", comment="corrected by a person")
+    return task_id, corrected, ok
+
+
 def _events(client: Any, task_id: str) -> Any:
     """The task's events; a broken connection ends them (the caller then gives up and says so)."""
     import httpx

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from serve.demo_loop.person import brief, correct, finished, poll
+from serve.demo_loop.person import brief, correct_and_label, run_checked
 from serve.demo_loop.report import LoopResult, Row, render, result_json
 from serve.demo_loop.setting import (
     IMAGE,
@@ -23,7 +23,7 @@ from serve.demo_loop.setting import (
     retrain_config,
     retraining_summary,
 )
-from serve.demo_loop.watch import RequestStream, follow_job, state_of
+from serve.demo_loop.watch import RequestStream, follow_job, gate_decision
 
 
 def run_loop(
@@ -211,41 +211,27 @@ class _Loop:
         return f"{self.base}/viewer/tasks/{task_id}#key={self.token}"
 
     def _run_all(self, instances: list[tuple[str, int]], when: str, *, label: bool = True) -> None:
-        """As many instances at once as there are phones, batch after batch."""
-        for i in range(0, len(instances), len(self.phones)):
-            self._run_batch(instances[i : i + len(self.phones)], when, label=label)
+        """Each instance on its own phone, as many at once as there are phones; each checked on the
+        phone and, with ``label``, labelled by the checker."""
+        from devices.sim.tasks import TASKS
 
-    def _run_batch(self, instances: list[tuple[str, int]], when: str, *, label: bool) -> None:
-        """Each instance on its own phone, all at once; each checked on the phone and, with
-        ``label``, labelled by the checker (labelled traffic is what retraining learns from)."""
-        from devices.sim.tasks import TASKS, Outcome
-
-        client = self.client
-        submitted = []
-        for (family, seed), device in zip(instances, self.phones, strict=False):
-            task = TASKS[family].create(seed)
-            task.initialize(device.phone)
-            created = client.create_task(task.goal, device={"serial": device.serial})
-            submitted.append((created.id, family, seed, task, device))
-        for task_id, family, seed, task, device in submitted:
-            result = finished(client, task_id)
-            ok = result is not None and task.is_successful(device.phone, Outcome(answer=result.answer))
-            if label:
-                client.feedback(task_id, "success" if ok else "failure", source="checker")
+        tasks = [TASKS[family].create(seed) for family, seed in instances]
+        checked = run_checked(self.client, tasks, self.phones, label=label)
+        for (family, seed), task, (task_id, ok) in zip(instances, tasks, checked, strict=True):
             row = self.rows[(family, seed)]
             setattr(row, when, ok)
             row.links.append(self.viewer(task_id))
             actions = [
                 brief(st.device_action) if st.device_action else "unparseable"
-                for st in client.trajectory(task_id).steps
+                for st in self.client.trajectory(task_id).steps
             ]
             mark = "[green]done[/]" if ok else "[red]not done[/]"
-            name = f"{task.goal} (held-out seed {seed})" if self.rows[(family, seed)].held_out else task.goal
+            name = f"{task.goal} (held-out seed {seed})" if row.held_out else task.goal
             self.say(f"  {name:<40} {mark:<20} {' > '.join(actions)}")
 
     def _corrections(self) -> int:
         """The person corrects every failed task; returns the steps corrected."""
-        from devices.sim.tasks import TASKS, Outcome
+        from devices.sim.tasks import TASKS
 
         failed = [(f, seed) for f, seed in self.tasks if not self.rows[(f, seed)].before]
         self.say(
@@ -256,18 +242,14 @@ class _Loop:
         )
         corrected_steps = 0
         for (family, seed), device in zip(failed, self.phones, strict=False):
-            task = TASKS[family].create(seed)
-            task_id, corrected = correct(self.client, task, device, self.say)
+            task_id, corrected, ok = correct_and_label(
+                self.client, TASKS[family].create(seed), device, self.say
+            )
             corrected_steps += corrected
-            result = finished(self.client, task_id)
             self.rows[(family, seed)].links.append(self.viewer(task_id))
-            if result is None:  # feedback is for finished tasks: say so rather than fail on a 409
-                self.say(
-                    "    -> [red]the task had not ended when the person stopped waiting; not labelled[/]"
-                )
+            if ok is None:  # feedback is for finished tasks: say so rather than fail on a 409
+                self.say("    -> [red]the task's event stream broke off before its end; not labelled[/]")
                 continue
-            ok = task.is_successful(device.phone, Outcome(answer=result.answer))
-            self.client.feedback(task_id, "success" if ok else "failure", comment="corrected by a person")
             self.rows[(family, seed)].corrected = True
             self.say(f"    -> {'done' if ok else 'not done'}, labelled by the person")
         return corrected_steps
@@ -290,7 +272,7 @@ class _Loop:
                 "\n[bold]4. Gate and hot swap[/]: the service compares the candidate with the serving version "
                 "and, when it is not worse, swaps it into the running policy while requests keep coming"
             )
-            state = _poll_state(client, candidate)
+            state = gate_decision(client, candidate) if candidate else "none"
             time.sleep(1.0)  # a few requests after the flip too
         gate = (client.model(candidate)["info"] if candidate else {}).get("gate") or {}
         for reason in gate.get("reasons", []):
@@ -301,8 +283,3 @@ class _Loop:
         )
         self.clock.lap("swap")
         return (candidate if state == "promoted" else None), gate, stream
-
-
-def _poll_state(client: Any, candidate: str | None) -> str | None:
-    """The candidate's state once the gate has decided (``none`` without a candidate)."""
-    return poll(lambda: state_of(client, candidate) if candidate else "none", 600, every=0.5)  # type: ignore[no-any-return]

@@ -19,6 +19,7 @@ from agent.geometry import ResizeSettings
 
 IMAGE = ResizeSettings(max_pixels=128 * 28 * 28, min_pixels=4 * 28 * 28)  # 128 image tokens
 MAX_TOKENS = 112  # a compact thought and an action
+STAGES = ("sft",)  # what the demo's retraining trains (not yet the nightly job's own stages)
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,12 @@ def _uis1() -> str:
     return str(beside) if beside.exists() else "uis1"
 
 
-def _sft_body(setting: LoopSetting, steps: int) -> dict[str, Any]:
+def sft_body(lr: float, steps: int) -> dict[str, Any]:
+    """The SFT fields the tiny model trains with on a CPU (the starter, and the retraining's sft stage)."""
     return {
         "thoughts": True,
         "system_prompt": "compact",
-        "optim": {"lr": setting.lr},
+        "optim": {"lr": lr},
         "batch_size": 8,
         "epochs": 100_000,
         "max_steps": steps,
@@ -125,7 +127,7 @@ def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) ->
                 "val_fraction": 0.0,
             },
             "resize": IMAGE.model_dump(),
-            **_sft_body(setting, setting.starter_steps),
+            **sft_body(setting.lr, setting.starter_steps),
         }
         path = staging / "sft.json"
         path.write_text(json.dumps(config), encoding="utf-8")
@@ -144,7 +146,7 @@ def ensure_starter(setting: LoopSetting, cache: Path, *, quiet: bool = False) ->
 def retraining_summary(setting: LoopSetting) -> str:
     """What the demo's retraining runs, in one line."""
     return (
-        f"stages sft ({setting.retrain_steps} steps at lr {setting.lr:g} from the serving version, on the "
+        f"stages {', '.join(STAGES)} ({setting.retrain_steps} steps at lr {setting.lr:g} from the serving version, on the "
         f"labelled traffic); gate on {setting.gate_instances} held-out instances per task"
     )
 
@@ -170,8 +172,8 @@ def retrain_config(setting: LoopSetting, data: Path, store_url: str, starter: Pa
         "version_prefix": "demo",
         "min_new_episodes": 1,
         "curation": {"holdout_fraction": 0.0},
-        "stages": ["sft"],
-        "sft": _sft_body(setting, setting.retrain_steps),
+        "stages": list(STAGES),
+        "sft": sft_body(setting.lr, setting.retrain_steps),
         "resize": IMAGE.model_dump(),
         "evaluation": {"holdout": False, "online": online, "max_new_tokens": MAX_TOKENS, "device": "cpu"},
     }

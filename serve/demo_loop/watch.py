@@ -69,6 +69,14 @@ def state_of(client: Any, name: str) -> str | None:
     return state if state in ("promoted", "rejected") else None
 
 
+def gate_decision(client: Any, candidate: str, timeout_s: float = 600) -> str | None:
+    """The candidate's state once the service's gate has taken it (promoted or rejected); None if
+    it had not after ``timeout_s`` (the gate runs in the service after the job)."""
+    from serve.demo_loop.person import poll
+
+    return poll(lambda: state_of(client, candidate), timeout_s, every=0.5)  # type: ignore[no-any-return]
+
+
 def follow_job(client: Any, job_id: str, steps: int, console: Any) -> dict[str, Any]:
     """A progress bar for the job: its stage, and the training steps its run has written."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
