@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -26,6 +26,7 @@ from agent.geometry import Size
 from agent.parsing import format_response
 from agent.policy import Policy, PolicyError, PolicyResult, SamplingSettings
 from agent.prompt import ImagePart, PromptSettings, Screenshot, build_conversation, prepare_image
+from agent.secrets import focus_of, redact, typed_text
 from agent.store import TrajectoryStore
 from agent.trajectory import (
     ActionLabel,
@@ -57,6 +58,11 @@ class EpisodeSettings(BaseModel):
     # them apart; the swap drains an engine's episodes first, so the pin is what ran.
     version: str | None = Field(None, description="Registry version to pin (set per task by the service)")
     sampling: SamplingSettings = SamplingSettings()
+    mask_secrets: bool = Field(
+        True,
+        description="Ask the phone before typing; text typed into a password field (or where the phone "
+        "cannot tell) is recorded masked (agent.secrets)",
+    )
 
 
 class Verdict(StrEnum):
@@ -187,7 +193,7 @@ class EpisodeRunner:
                     raise _Stop(self._finish(episode, EpisodeStatus.CANCELLED, "cancelled"))
                 if time.monotonic() > deadline:
                     raise _Stop(self._finish(episode, EpisodeStatus.FAILED, "wall-clock timeout"))
-                proposal = await self._propose(episode, index, screens, history)
+                proposal = await self._guard(await self._propose(episode, index, screens, history))
                 step, device_action = await self._review(episode, proposal)
                 index += 1
                 if device_action is None:
@@ -207,8 +213,13 @@ class EpisodeRunner:
                 screens.append(proposal.part)
                 if (old := len(screens) - self.prompt.image_limit) >= 0:
                     screens[old] = None  # the next prompt adds its own screen: this one is out of view
+                # The history holds the step as recorded: a secret typed stays masked there too.
                 history.append(
-                    proposal.result.raw if step.source is StepSource.POLICY else format_response(action)
+                    step.raw_response or ""
+                    if step.source is StepSource.POLICY
+                    else format_response(
+                        from_device_action(step.device_action or device_action, proposal.part.geometry)
+                    )
                 )
                 self._stop_if_done(episode, action)
         except _Stop as stop:
@@ -254,6 +265,22 @@ class EpisodeRunner:
         )
         return _Proposal(step, result, part, device_s)
 
+    async def _guard(self, proposal: _Proposal) -> _Proposal:
+        """The proposal with the text it types masked in its step when the focused field is a
+        password (or the phone cannot tell): the reviewer, the events and the store see only that."""
+        secret = typed_text(proposal.step.device_action)
+        if not self.settings.mask_secrets or secret is None:
+            return proposal
+        focus = await focus_of(self.device)
+        if focus == "other":
+            return replace(proposal, focus=focus)
+        return replace(
+            proposal,
+            step=redact(proposal.step, secret, focus=focus),
+            focus=focus,
+            typed=proposal.step.device_action,
+        )
+
     async def _review(self, episode: Episode, proposal: _Proposal) -> tuple[Step, Action | None]:
         """The reviewer's decision applied: the step to record and the device action to perform.
         A reviewer (a person holding the task) sees every step, and may supply the action where
@@ -274,8 +301,15 @@ class EpisodeRunner:
                 "device_action": replaced,
                 "expert": ActionLabel.from_action(replaced),
             }
-            return step.model_copy(update=update), replaced
-        return step, step.device_action
+            step = step.model_copy(update=update)
+            if self.settings.mask_secrets and (secret := typed_text(replaced)) is not None:
+                # What a person types is kept as the policy's would be; the phone is asked again
+                # unless the policy's own proposal already typed on this screen.
+                focus = proposal.focus or await focus_of(self.device)
+                if focus != "other":
+                    step = redact(step, secret, focus=focus)
+            return step, replaced
+        return step, proposal.typed or step.device_action
 
     async def _act(self, episode: Episode, step: Step, device_action: Action, proposal: _Proposal) -> Episode:
         """Save the step, perform its action, record the outcome; a device error ends the episode."""
@@ -313,6 +347,8 @@ class _Proposal:
     result: PolicyResult
     part: ImagePart  # the screen as the prompt showed it (kept for the next prompts)
     device_s: float  # the screenshot's time
+    focus: str | None = None  # what the phone said of its focused field, when the step types
+    typed: Action | None = None  # the unmasked action, when the step's record masks what it types
 
 
 class _Stop(Exception):

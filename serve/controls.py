@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.actions import Action, ActionError, action_from_dict
+from agent.secrets import public_action
 from agent.store import TrajectoryStore
 from agent.trajectory import Episode, EpisodeStatus, ImageSize, Step, utcnow
 from serve.cluster import Cluster
@@ -120,7 +121,7 @@ class TaskControls:
         if (problem := off_screen(action, screen)) is not None:
             raise OffScreen(problem)
         await self._go_on(episode_id, action, hold)
-        self.events.publish(episode_id, {"event": "taken_over", "action": action.to_dict(), "hold": hold})
+        self.events.publish(episode_id, {"event": "taken_over", "action": public_action(action), "hold": hold})
 
     async def _go_on(self, episode_id: str, action: Action | None, hold: bool) -> None:
         """Let the held step go on, here or through the control record for the replica running it."""

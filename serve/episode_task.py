@@ -11,14 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from agent.episode import EpisodeRunner, EpisodeSettings
 from agent.policy import Policy
+from agent.secrets import focus_of
 from agent.store import TrajectoryStore
 from agent.trajectory import Episode, EpisodeStatus, Step, utcnow
 from devices.base import Device
-from devices.hierarchy import focused_is_password
 from serve import metrics
 from serve.events import EventHub, end_event
 from serve.takeover import Takeover
@@ -45,12 +46,9 @@ def episode_settings(defaults: EpisodeSettings, request: TaskRequest, episode: E
 
 
 def focus_probe(device: Device) -> Callable[[], Awaitable[str]]:
-    """Asks the phone whether its focused field is a password ("password" or "other")."""
-
-    async def probe() -> str:
-        return "password" if focused_is_password(await device.hierarchy()) else "other"
-
-    return probe
+    """Asks the phone whether its focused field is a password ("password", "other", or why it
+    cannot tell)."""
+    return partial(focus_of, device)
 
 
 def _step_logger(events: EventHub) -> Callable[[Episode, Step], Awaitable[None]]:

@@ -45,6 +45,11 @@ class StepResponse(BaseModel):
         None,
         description="A person's decision on this step when a rule asked for approval: reason and decision.",
     )
+    secret: dict[str, Any] | None = Field(
+        None,
+        description="Set when the step typed into a password field (or where the phone could not tell): "
+        "the text is masked everywhere the step is kept; its length and what the phone said of the field.",
+    )
     revision: int = Field(
         1,
         description="0: recorded, its action not yet run; 1: final. The event stream sends a step again "
@@ -76,6 +81,7 @@ class StepResponse(BaseModel):
             started_at=step.started_at,
             ended_at=step.ended_at,
             review=step.extra.get("review"),
+            secret=step.extra.get("secret"),
             revision=step_revision(step),
         )
 

@@ -112,6 +112,9 @@ def expert_steps(episode: Episode) -> tuple[list[Step], str | None]:
         if step.extra.get("black_frame"):
             cut = "black frame"
             break
+        if step.extra.get("secret"):  # its text is masked: not an action to learn
+            cut = "secret typed"
+            break
         if step.error:
             cut = "failed step"
             break

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from agent.actions import Click
+from agent.actions import Click, Type
 from agent.devkit.expert_policy import ExpertPolicy
 from agent.episode import EpisodeRunner, EpisodeSettings, Review, Verdict
 from agent.policy import PolicyResult, SamplingSettings
@@ -16,6 +16,7 @@ from agent.store import TrajectoryStore
 from agent.trajectory import EpisodeStatus, Step, StepSource
 from agent.vllm_policy import VllmPolicy, VllmSettings
 from devices.adb import AdbDriver, DriverSettings
+from devices.base import DeviceError
 from devices.sim.fleet import SimDevice, SimFleet
 from devices.sim.tasks import TASKS, Outcome
 
@@ -287,3 +288,61 @@ def test_an_episode_keeps_only_the_screens_its_prompt_can_show(store, fleet, sim
     assert len(episode.steps) == 12
     assert held == [1, *[2] * 11]  # the prompt's image_limit (2), however long the episode runs
     assert all(s.screenshot for s in store.get(episode.id).steps)  # every screen is still stored
+
+
+class TypesTwice:
+    """Types ``first`` then ``second``, then finishes; keeps what its prompts showed it."""
+
+    model_version = "typist"
+
+    def __init__(self, first: str, second: str) -> None:
+        self.texts = [first, second]
+        self.seen: list[str] = []
+
+    async def predict(
+        self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
+    ) -> PolicyResult:
+        self.seen.append(repr(turns))
+        index = sum(1 for t in turns if t.role == "assistant")
+        if index < 2:
+            text = self.texts[index]
+            raw = (
+                f'<think>\ntype {text}\n</think>\n<action>\n{{"action": "type", "text": "{text}"}}\n</action>'
+            )
+        else:
+            raw = '<think>\ndone\n</think>\n<action>\n{"action": "terminate", "status": "success"}\n</action>'
+        return PolicyResult.from_text(raw, model_version=self.model_version)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class BlindAfterOne(AdbDriver):
+    """Answers the first hierarchy dump; every later one fails (a phone whose uiautomator died)."""
+
+    dumps = 0
+
+    async def hierarchy(self) -> str:
+        self.dumps += 1
+        if self.dumps > 1:
+            raise DeviceError(self.serial, "uiautomator dump failed")
+        return await super().hierarchy()
+
+
+def test_text_typed_where_the_phone_cannot_say_it_is_not_a_password_is_kept_masked(store, fleet, sim) -> None:  # type: ignore[no-untyped-def]
+    from agent.secrets import MASK
+
+    sim.phone.start("com.example.notes")
+    policy = TypesTwice("groceries", "pin-8841")
+    device = BlindAfterOne(fleet.client(), sim.serial, DriverSettings(use_uiautomator2=False))
+    episode = asyncio.run(EpisodeRunner(policy, device, store, FAST).run("Write it down"))
+    assert episode.status is EpisodeStatus.SUCCEEDED, episode.error
+    plain, masked = store.get(episode.id).steps[:2]
+    assert plain.device_action == Type(text="groceries")
+    assert "secret" not in plain.extra
+    assert masked.device_action == Type(text=MASK)
+    assert masked.extra["secret"]["length"] == len("pin-8841")
+    assert masked.extra["secret"]["focus"].startswith("cannot tell (DeviceError")
+    assert "pin-8841" not in store.get(episode.id).model_dump_json()
+    assert "pin-8841" not in policy.seen[2]  # the next prompt's history holds the masked step
+    assert "groceries" in policy.seen[2]

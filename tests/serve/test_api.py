@@ -508,7 +508,7 @@ def test_typing_into_a_password_field_waits_for_a_person_read_from_the_phone(mak
     task_id = client.post("/v1/tasks", json=body).json()["id"]
     held = _held(client, task_id, 0)
     assert held["reason"] == "typing into a password field needs approval"
-    assert held["proposed_action"] == {"action": "type", "text": "4111222233334444"}
+    assert held["proposed_action"] == {"action": "type", "text": "[secret]"}  # masked (agent.secrets)
     assert shop.checkout.card.value == ""  # nothing typed while it waits
     assert client.post(f"/v1/tasks/{task_id}/resume").status_code == 200  # approved
     assert wait_finished(client, task_id)["status"] == "succeeded"
