@@ -273,6 +273,69 @@ def show_trajectory(
         raise typer.Exit(1) from None
 
 
+@trajectories_app.command("delete")
+def delete_trajectory(
+    episode_id: Annotated[str, typer.Argument(help="Episode id, or its first characters.")],
+    reason: Annotated[str | None, typer.Option(help="Why (kept with the deletion record).")] = None,
+    by: Annotated[str | None, typer.Option(help="Who deletes it (default: this machine's user).")] = None,
+) -> None:
+    """Delete a finished episode: its steps, labels and screenshots no other episode shows. The
+    deletion is recorded (``uis1 trajectories deletions``); later exports and curations never see it."""
+    import getpass
+
+    store = _store()
+    try:
+        found = store.get(store.resolve_id(episode_id))
+    except KeyError:
+        typer.echo(f"error: no episode {episode_id} (`uis1 trajectories list`)", err=True)
+        raise typer.Exit(1) from None
+    except LookupError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if not found.status.finished:
+        typer.echo(f"error: episode {found.id} is {found.status.value}: cancel it first", err=True)
+        raise typer.Exit(1)
+    who = by or f"cli {getpass.getuser()}"
+    store.delete_episode(found.id, by=who, reason=reason)
+    typer.echo(f"deleted {found.id} ({len(found.steps)} steps)")
+
+
+@trajectories_app.command("deletions")
+def list_deletions(
+    limit: Annotated[int, typer.Option(min=1, help="How many.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, for scripts.")] = False,
+) -> None:
+    """List deleted episodes, newest first: which, when, by whom, why."""
+    import json
+
+    found = _store().deletions(limit=limit)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "id": d.episode_id,
+                        "deleted_at": d.deleted_at.isoformat(),
+                        "by": d.deleted_by,
+                        "reason": d.reason,
+                    }
+                    for d in found
+                ],
+                indent=2,
+            )
+        )
+        return
+    if not found:
+        typer.echo("no episodes deleted", err=True)
+        return
+    from agent.console import print_table
+
+    print_table(
+        ("ID", "DELETED", "BY", "REASON"),
+        ((d.episode_id, f"{d.deleted_at:%Y-%m-%d %H:%M}", d.deleted_by, d.reason or "") for d in found),
+    )
+
+
 @trajectories_app.command("export")
 def export_trajectories(
     out: Annotated[Path, typer.Argument(help="Folder to write episodes.jsonl and images/ into.")],

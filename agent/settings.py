@@ -41,7 +41,15 @@ class StoreSettings(BaseModel):
         description="Folder of content-addressed screenshots (default: $XDG_DATA_HOME/uis1/screenshots)",
     )
     screenshot_retention_days: float | None = Field(
-        None, description="Delete screenshots older than this; unset keeps them forever"
+        None,
+        gt=0,
+        description="Delete screenshots of episodes older than this (days); unset keeps them forever",
+    )
+    episode_retention_days: float | None = Field(
+        None,
+        gt=0,
+        description="Delete finished episodes older than this (days), with their steps, labels and "
+        "screenshots; unset keeps them forever",
     )
 
 

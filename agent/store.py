@@ -6,6 +6,11 @@ Rows hold the queryable fields; each step's full schema-v1 record is kept as JSO
 the database never loses a field the schema has. Screenshots live under ``<root>/ab/cdef....png``
 by SHA-256, written once however often the screen repeats.
 
+Deleting an episode (``delete_episode``, by a person or by the episode retention) removes its rows
+and the screenshots no other episode shows, and leaves one row in ``episode_deletions``: who, when,
+why. Nothing of the episode is left to curate or export (an export made before holds it still:
+the interchange format has no ids to tell it by when it is imported again).
+
 The store is synchronous (SQLAlchemy's core API) and thread-safe; async callers run it in a worker
 thread (``asyncio.to_thread``). Every write commits before returning: a step is durable before
 the episode loop sends the next action.
@@ -66,6 +71,24 @@ labels = sa.Table(
     sa.Column("key", sa.String(64), primary_key=True),
     sa.Column("value", sa.String(256), nullable=False, index=True),
 )
+
+# A deleted episode leaves one row here and nothing else: who deleted it, when, why.
+deletions = sa.Table(
+    "episode_deletions",
+    metadata,
+    sa.Column("episode_id", sa.String(64), primary_key=True),
+    sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.Column("deleted_by", sa.String(128), nullable=False),
+    sa.Column("reason", sa.String(256)),
+)
+
+
+@dataclass(frozen=True)
+class Deletion:
+    episode_id: str
+    deleted_at: datetime
+    deleted_by: str
+    reason: str | None
 
 
 class StoreError(RuntimeError):
@@ -332,6 +355,64 @@ class TrajectoryStore:
                 )
             }
         return sum(self.screenshots.delete(digest) for digest in old - recent)
+
+    def delete_episode(self, episode_id: str, *, by: str, reason: str | None = None) -> bool:
+        """Delete the episode, its steps, labels and the screenshots no other episode shows, and
+        record who deleted it (``deletions``). False when there was no such episode."""
+        with self.engine.begin() as conn:
+            shots = set(
+                conn.execute(
+                    sa.select(steps.c.screenshot_sha256).where(
+                        steps.c.episode_id == episode_id, steps.c.screenshot_sha256.is_not(None)
+                    )
+                ).scalars()
+            )
+            conn.execute(sa.delete(steps).where(steps.c.episode_id == episode_id))
+            conn.execute(sa.delete(labels).where(labels.c.episode_id == episode_id))
+            if not conn.execute(sa.delete(episodes).where(episodes.c.id == episode_id)).rowcount:
+                return False
+            conn.execute(
+                sa.insert(deletions).values(
+                    episode_id=episode_id,
+                    deleted_at=utcnow(),
+                    deleted_by=by[:128],
+                    reason=(reason or None) and reason[:256],
+                )
+            )
+            shared = set(
+                conn.execute(
+                    sa.select(steps.c.screenshot_sha256).where(steps.c.screenshot_sha256.in_(shots))
+                ).scalars()
+            )
+        for digest in shots - shared:
+            self.screenshots.delete(digest)
+        return True
+
+    def delete_episodes_older_than(self, days: float, *, now: datetime | None = None) -> int:
+        """Delete every finished episode created more than ``days`` ago (the episode retention);
+        each deletion is recorded as by ``retention``."""
+        cutoff = (now or utcnow()) - timedelta(days=days)
+        finished = [s.value for s in EpisodeStatus if s.finished]
+        with self.engine.connect() as conn:
+            old = list(
+                conn.execute(
+                    sa.select(episodes.c.id).where(
+                        episodes.c.created_at < cutoff, episodes.c.status.in_(finished)
+                    )
+                ).scalars()
+            )
+        reason = f"older than the episode retention of {days:g} days"
+        return sum(self.delete_episode(i, by="retention", reason=reason) for i in old)
+
+    def deletions(self, *, limit: int = 100) -> list[Deletion]:
+        """The latest deletions, newest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(deletions)
+                .order_by(deletions.c.deleted_at.desc(), deletions.c.episode_id)
+                .limit(limit)
+            )
+            return [Deletion(r.episode_id, r.deleted_at, r.deleted_by, r.reason) for r in rows]
 
     # -- interchange ----------------------------------------------------------------------------
     def export_jsonl(self, episodes_: Iterable[Episode], out_dir: Path) -> Path:

@@ -121,7 +121,9 @@ class TaskControls:
         if (problem := off_screen(action, screen)) is not None:
             raise OffScreen(problem)
         await self._go_on(episode_id, action, hold)
-        self.events.publish(episode_id, {"event": "taken_over", "action": public_action(action), "hold": hold})
+        self.events.publish(
+            episode_id, {"event": "taken_over", "action": public_action(action), "hold": hold}
+        )
 
     async def _go_on(self, episode_id: str, action: Action | None, hold: bool) -> None:
         """Let the held step go on, here or through the control record for the replica running it."""

@@ -23,7 +23,7 @@ from agent.registry import ModelRegistry
 from agent.store import TrajectoryStore
 from devices.adb import DriverSettings
 from devices.pool import DevicePool, PoolSettings
-from serve import metrics
+from serve import metrics, retention
 from serve.auth import KeyStore, sync_keys_file
 from serve.cluster import Cluster
 from serve.runner import RunnerSettings, TaskRunner
@@ -225,12 +225,17 @@ def _background_tasks(
     *,
     given: bool,
 ) -> list[asyncio.Task[None]]:
-    """The promotion watcher, the retraining scheduler and the image-transport check, as configured."""
+    """The promotion watcher, the retraining scheduler, the retention sweep and the image-transport
+    check, as configured."""
     background = []
     if swap is not None and settings.swap.auto_promote:
         background.append(asyncio.create_task(swap.watch(), name="promotion-watcher"))
     if settings.scheduler.enabled:
         background.append(asyncio.create_task(scheduler.run(), name="retrain-scheduler"))
+    if retention.enabled(settings.store):
+        background.append(
+            asyncio.create_task(retention.sweep_forever(runner.store, settings.store), name="retention")
+        )
     if not given and settings.image_transport == "auto" and settings.policy_backend == "vllm":
         background.append(
             asyncio.create_task(settle_image_transport(settings, runner.versions), name="image-check")

@@ -152,7 +152,7 @@ def store(request, tmp_path):  # type: ignore[no-untyped-def]
         import sqlalchemy as sa
 
         with store.engine.begin() as conn:
-            conn.execute(sa.text("TRUNCATE episodes CASCADE"))
+            conn.execute(sa.text("TRUNCATE episodes, episode_deletions CASCADE"))
     yield store
     store.engine.dispose()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from agent.actions import ActionError, action_from_dict
 from agent.store import EpisodeQuery
 from agent.trajectory import Episode, EpisodeStatus
+from serve.auth import Scope
 from serve.deps import AgentKey, StateDep
 from serve.schemas import (
     FeedbackRequest,
@@ -25,6 +27,8 @@ from serve.schemas import (
 )
 from serve.task_request import NoSuchDevice, NotRunning, OffScreen, QueueFull, TaskRequest, UnknownModel
 from serve.validation import StrictJsonRoute
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1/tasks", tags=["tasks"], route_class=StrictJsonRoute)
 
@@ -88,6 +92,38 @@ async def _task(state: StateDep, episode: Episode) -> TaskResponse:
 @router.get("/{task_id}", response_model=TaskResponse)
 async def get_task(task_id: str, state: StateDep, key: AgentKey) -> TaskResponse:
     return await _task(state, await _episode(state, task_id))
+
+
+@router.delete(
+    "/{task_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={
+        403: {"description": "Neither an admin key nor the key that submitted the task."},
+        404: {"description": "No such task (or deleted already)."},
+        409: {"description": "The task has not finished: cancel it first."},
+    },
+)
+async def delete_task(
+    task_id: str,
+    state: StateDep,
+    key: AgentKey,
+    reason: Annotated[str | None, Query(max_length=256, description="Why (kept with the deletion)")] = None,
+) -> Response:
+    """Delete a finished task: its steps, labels, screenshots no other task shows, and with them
+    its events. Later exports and curations never see it; the deletion itself is recorded (which
+    key, when, why). An admin key may delete any task, an agent key the tasks it submitted."""
+    episode = await _episode(state, task_id)
+    if not key.allows(Scope.ADMIN) and episode.labels.get("submitted_by") != key.id:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, "only an admin key or the key that submitted the task may delete it"
+        )
+    if not episode.status.finished:
+        raise HTTPException(status.HTTP_409_CONFLICT, "the task has not finished: cancel it first")
+    by = f"key {key.name} ({key.id})"
+    if not await asyncio.to_thread(state.store.delete_episode, task_id, by=by, reason=reason):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no task {task_id}")
+    log.info("task deleted", extra={"task_id": task_id, "by": by, "reason": reason})
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/{task_id}/cancel", response_model=TaskResponse)

@@ -89,6 +89,37 @@ def test_retention_drops_old_screenshots_but_keeps_rows_and_shared_files(store: 
     assert store.get(old.id).steps[0].raw_response == "r"
 
 
+def test_deleting_an_episode_removes_its_rows_and_own_screenshots_and_records_who(
+    store: TrajectoryStore,
+) -> None:
+    gone = _episode(store, png=b"only mine", labels={"feedback": "success"})
+    shared = _episode(store, png=b"shared screen")
+    other = _episode(store, png=b"shared screen", serial="s2")
+    assert store.delete_episode(gone.id, by="key alice (k1)", reason="asked to") is True
+    assert store.delete_episode(shared.id, by="key alice (k1)") is True
+    with pytest.raises(KeyError):
+        store.get(gone.id)
+    assert {e.id for e in store.iter_all()} == {other.id}
+    assert store.query(EpisodeQuery(label=("feedback", "success"))) == []
+    assert not store.screenshots.path(gone.steps[0].screenshot.sha256 or "").exists()
+    assert store.screenshots.path(other.steps[0].screenshot.sha256 or "").exists()  # still shown by another
+    assert store.delete_episode(gone.id, by="again") is False
+    record = {d.episode_id: d for d in store.deletions()}
+    assert set(record) == {gone.id, shared.id}
+    assert (record[gone.id].deleted_by, record[gone.id].reason) == ("key alice (k1)", "asked to")
+
+
+def test_episode_retention_deletes_finished_episodes_past_it_and_nothing_else(store: TrajectoryStore) -> None:
+    old = _episode(store, age_days=40)
+    running = _episode(store, age_days=40, status=EpisodeStatus.RUNNING)
+    recent = _episode(store, age_days=1)
+    assert store.delete_episodes_older_than(30) == 1
+    assert {e.id for e in store.iter_all()} == {running.id, recent.id}
+    (deletion,) = store.deletions()
+    assert (deletion.episode_id, deletion.deleted_by) == (old.id, "retention")
+    assert deletion.reason == "older than the episode retention of 30 days"
+
+
 def test_export_with_images_reimports_identically(store: TrajectoryStore, tmp_path: Path) -> None:
     _episode(store, png=b"\x89PNG one")
     out = store.export_jsonl(store.iter_all(), tmp_path / "export1")

@@ -126,9 +126,7 @@ def test_a_secret_typed_by_the_policy_or_a_person_is_kept_nowhere(make_service, 
         from train.curation import curate
 
         curated = curate(store.iter_all(), tmp_path / "curated")
-        assert (
-            curated.manifest["cut"].get("secret typed") == 2
-        )  # cut where the masked text would be a target
+        assert curated.manifest["cut"].get("secret typed") == 2  # cut where the masked text would be a target
         kept = [
             *shown,
             exported.read_text(encoding="utf-8"),
