@@ -94,6 +94,24 @@ class LocalPolicy:
             logprobs=logprobs,
         )
 
+    def score_tail(self, turns: Sequence[Turn], count: int) -> list[float]:
+        """Log-probabilities of the last ``count`` tokens of a conversation that ends with an
+        assistant turn, under teacher forcing (the chat template continues that turn, as vLLM's
+        ``continue_final_message`` does): what ``agent.fingerprint`` compares."""
+        import torch
+
+        messages, images = to_chat_template_input(turns)
+        text = self.processor.apply_chat_template(messages, continue_final_message=True, tokenize=False)
+        inputs = self.processor(text=[text], images=images or None, return_tensors="pt").to(self.device)
+        with torch.inference_mode():
+            logits = self.model(**inputs).logits[0, -count - 1 : -1].float()
+        targets = inputs["input_ids"][0, -count:]
+        return logits.log_softmax(-1).gather(1, targets.unsqueeze(1)).squeeze(1).tolist()  # type: ignore[no-any-return]
+
+    async def score(self, turns: Sequence[Turn], count: int) -> list[float]:
+        async with self._lock:
+            return await asyncio.to_thread(self.score_tail, turns, count)
+
     async def predict(
         self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
     ) -> PolicyResult:
@@ -175,6 +193,15 @@ class LocalModels:
                 f"no version is served as {model!r} here (serving: {', '.join(self._models)})"
             )
         return await policy.predict(turns, sampling=sampling)
+
+    async def score(self, turns: Sequence[Turn], count: int, *, model: str) -> list[float]:
+        """``LocalPolicy.score_tail`` with the version served as ``model``."""
+        policy = self._models.get(model)
+        if policy is None:
+            raise PolicyRejected(
+                f"no version is served as {model!r} here (serving: {', '.join(self._models)})"
+            )
+        return await policy.score(turns, count)
 
     async def health(self) -> bool:
         return True

@@ -155,6 +155,40 @@ class VllmPolicy:
             logprobs=logprobs,
         )
 
+    async def score(self, turns: Sequence[Turn], count: int, *, model: str | None = None) -> list[float]:
+        """Log-probabilities of the last ``count`` tokens of a conversation that ends with an
+        assistant turn, as the engine computes them (vLLM's ``prompt_logprobs`` with the final
+        message continued): what ``agent.fingerprint`` compares."""
+        body = {
+            "model": model or self.settings.model,
+            "messages": await asyncio.to_thread(to_openai_messages, turns, self.prompt),
+            "add_generation_prompt": False,
+            "continue_final_message": True,
+            "prompt_logprobs": 0,
+            "return_token_ids": True,
+            "max_tokens": 1,
+            "temperature": 0.0,
+        }
+        data = await self._post("/v1/chat/completions", body)
+        try:
+            tail = data["prompt_logprobs"][-count:]
+            ids = data.get("prompt_token_ids") or []
+            values = []
+            for i, entry in enumerate(tail):
+                # One entry per prompt token: {token id: {"logprob": ...}}, the prompt's own token
+                # among them (with prompt_logprobs 0, the only one).
+                token = str(ids[len(ids) - count + i]) if ids else next(iter(entry))
+                values.append(float(entry[token]["logprob"]))
+        except (KeyError, IndexError, TypeError, ValueError, StopIteration) as exc:
+            raise PolicyMalformed(
+                f"no prompt log-probabilities from {self.settings.base_url}: {exc!r}"
+            ) from None
+        if len(values) != count:
+            raise PolicyMalformed(
+                f"{len(values)} prompt log-probabilities from {self.settings.base_url}, {count} asked"
+            )
+        return values
+
     async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST with retries inside the deadline; each attempt's timeout is what the deadline leaves."""
         s = self.settings

@@ -54,6 +54,7 @@ def list_models(
             "kind": v.kind,
             "parent": v.parent,
             "aliases": sorted(aliases.get(v.name, [])),
+            "fingerprint": _fingerprint_state(v.info),
         }
         for v in versions
     ]
@@ -66,9 +67,24 @@ def list_models(
     from agent.console import print_table
 
     print_table(
-        ("NAME", "STATE", "KIND", "PARENT", "ALIASES"),
-        ((r["name"], r["state"], r["kind"], r["parent"], ",".join(r["aliases"])) for r in rows),
+        ("NAME", "STATE", "KIND", "PARENT", "ALIASES", "WEIGHTS"),
+        (
+            (r["name"], r["state"], r["kind"], r["parent"], ",".join(r["aliases"]), r["fingerprint"])
+            for r in rows
+        ),
     )
+
+
+def _fingerprint_state(info: dict[str, Any]) -> str:
+    """What is known of a version's weights: verified by a swap (its served answer to the weights
+    probe matched the training job's record), failed, recorded only, or nothing."""
+    from agent.fingerprint import INFO_KEY
+    from serve.swap.base import CHECK_KEY
+
+    check = info.get(CHECK_KEY)
+    if isinstance(check, dict):
+        return "verified" if check.get("verified") else "served unverified"
+    return "recorded" if INFO_KEY in info else "-"
 
 
 @models_app.command("show")

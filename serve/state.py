@@ -14,6 +14,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.checkpoint import checkpoint_system_prompt
 from agent.jobs import Job, JobStore, LockHeld
@@ -51,6 +52,8 @@ class ServiceState:
     background: list[asyncio.Task[None]] = field(default_factory=list)
     # The last readiness probe of each dependency: (monotonic time, passed), reused for a few seconds.
     probes: dict[str, tuple[float, bool]] = field(default_factory=dict)
+    # The serving version and its swap's weights check as /readyz last read them: (time, record).
+    serving: tuple[float, dict[str, Any] | None] | None = None
 
     @classmethod
     async def start(cls, settings: ServeSettings, policy: Policy | None = None) -> ServiceState:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agent import fingerprint
 from agent.geometry import ResizeSettings
 from agent.jobs import Job, JobStatus, JobStore, LockHeld
 from agent.registry import Kind, ModelRegistry, ModelVersion, RegistryError
@@ -308,6 +309,14 @@ def _register(
 
     name = f"{config.version_prefix}-{utcnow():%Y%m%d-%H%M%S}-{job.id[:6]}"
     base, adapter = model_and_adapter(checkpoint)
+    if fingerprint.INFO_KEY not in parent.info and parent.weights and Path(parent.weights).exists():
+        # The version a swap replaces must be told apart from the candidate (agent.fingerprint).
+        registry.annotate(
+            parent.name,
+            fingerprint.INFO_KEY,
+            weights_fingerprint(Path(parent.weights), config),
+            actor="retrain",
+        )
     return registry.register(
         name,
         served_name=None if adapter else config.served_name,
@@ -323,8 +332,19 @@ def _register(
             "metrics": read_record(checkpoint).get("metrics", {}),
             "data_manifest": curated.manifest | {"episodes": None},
             "evaluation": evaluation,
+            fingerprint.INFO_KEY: weights_fingerprint(checkpoint, config),
         },
     )
+
+
+def weights_fingerprint(weights: Path, config: RetrainConfig) -> dict[str, Any]:
+    """What the weights answer on the fingerprint probe, in the trainer's numerics (transformers,
+    on the evaluation's device): the record a swap checks the engine against."""
+    from train.checkpoints import model_and_adapter
+    from train.learner import resolve_device
+
+    model, adapter = model_and_adapter(weights)
+    return fingerprint.of_weights(model, adapter, device=resolve_device(config.evaluation.device)).record()
 
 
 def _starting_version(config: RetrainConfig, registry: ModelRegistry) -> ModelVersion:

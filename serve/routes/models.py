@@ -153,6 +153,7 @@ async def promote(body: PromoteRequest, state: StateDep, key: AdminKey) -> Model
         )
     except (RegistryError, SwapError, LockHeld) as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    state.serving = None  # /readyz reads the serving version afresh
     return await list_models(state, key)
 
 
@@ -179,4 +180,5 @@ async def rollback(body: RollbackRequest, state: StateDep, key: AdminKey) -> Mod
         await state.runner.versions.rollback(alias=body.alias, actor=f"key:{key.id}", reason=body.reason)
     except (RegistryError, SwapError, LockHeld) as exc:
         raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    state.serving = None
     return await list_models(state, key)

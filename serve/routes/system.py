@@ -6,6 +6,7 @@ import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 import sqlalchemy as sa
@@ -18,6 +19,7 @@ from devices.pool import DevicePool
 from serve import metrics
 from serve.deps import AgentKey, StateDep
 from serve.state import ServiceState
+from serve.swap.base import CHECK_KEY
 from serve.validation import StrictJsonRoute
 
 router = APIRouter(route_class=StrictJsonRoute)
@@ -49,10 +51,37 @@ async def readyz(state: StateDep) -> JSONResponse:
     ok = all(passed for name, passed in checks.items() if name in required)
     versions = state.runner.versions  # images: "original" once the policy server is checked
     images = {"transport": versions.prompt.image_transport, "why": versions.image_note}
+    serving = await _serving(state)
     return JSONResponse(
-        {"ready": ok, "checks": checks, "required": sorted(required), "images": images},
+        {"ready": ok, "checks": checks, "required": sorted(required), "images": images, "serving": serving},
         status_code=200 if ok else 503,
     )
+
+
+async def _serving(state: ServiceState) -> dict[str, Any] | None:
+    """The version the default alias names and whether its weights were verified when swapped in
+    (``agent.fingerprint``); None when no version is promoted or the registry does not answer."""
+    if state.serving is not None and time.monotonic() - state.serving[0] < PROBE_TTL_S:
+        return state.serving[1]
+
+    def read() -> dict[str, Any] | None:
+        version = state.registry.promoted()
+        if version is None:
+            return None
+        check = version.info.get(CHECK_KEY)
+        return {
+            "version": version.name,
+            "fingerprint": check
+            if isinstance(check, dict)
+            else {"verified": False, "why": "not checked by a swap"},
+        }
+
+    try:
+        serving = await asyncio.wait_for(asyncio.to_thread(read), PROBE_TIMEOUT_S)
+    except Exception:
+        serving = None
+    state.serving = (time.monotonic(), serving)
+    return serving
 
 
 async def _probe(state: ServiceState, name: str, check: Callable[[], Awaitable[bool]]) -> bool:

@@ -21,6 +21,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent import fingerprint
 from agent.jobs import JobStore, LockHeld
 from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import PromptSettings
@@ -37,7 +38,8 @@ T = TypeVar("T")
 
 HOLD_LOCK = "swap-hold"  # while held, no replica starts a new episode
 SWAP_LOCK = "swap"  # one swap at a time across replicas
-LOADED_ALIAS_PREFIX = "loaded:"  # alias prefix: the full version an engine holds, by served name
+LOADED_ALIAS_PREFIX = "loaded:"
+CHECK_KEY = "fingerprint_check"  # a version's info: its last swap's weights check (verified, why, at)  # alias prefix: the full version an engine holds, by served name
 
 
 class SwapSettings(BaseModel):
@@ -77,6 +79,16 @@ class SwapSettings(BaseModel):
         description="A staged version (loaded and canaried ahead) is promoted without a canary this long",
     )
     watch_interval_s: float = Field(30.0, gt=0, description="How often the promotion watcher looks")
+    fingerprint_check: bool = Field(
+        True,
+        description="Before the alias moves, the engine's answer to the weights probe must match the training "
+        "job's record and differ from the previous version's (agent.fingerprint)",
+    )
+    fingerprint_tolerance: float = Field(
+        fingerprint.DEFAULT_TOLERANCE,
+        gt=0,
+        description="Mean |log-prob difference| per probe token that still counts as the same weights",
+    )
     gate: GateSettings = GateSettings()
 
 
@@ -272,6 +284,8 @@ class SwapController:
                 path, canary = await self._serve(version, current)
             detail = {"path": path, "canary": canary} | ({"reason": reason} if reason else {})
             with self._phase("record"):
+                if "fingerprint" in canary:  # what /readyz and `uis1 models list` show of it
+                    await self._off(self._annotate_check, name, canary["fingerprint"], actor)
                 previous = await self._off(
                     self.registry.promote, name, actor=actor, force=force, detail=detail
                 )
@@ -332,11 +346,14 @@ class SwapController:
         start = time.perf_counter()
         self.phases = {}
         try:
+            canary: dict[str, Any]
             if await self._still_held(target):  # it passed its canary when it served; no new one
                 path, canary = "held", {"ok": True, "skipped": "the engine still holds it"}
             else:
                 path, canary = await self._serve(target, current, rollback=True)
             with self._phase("record"):
+                if "fingerprint" in canary:
+                    await self._off(self._annotate_check, target.name, canary["fingerprint"], actor)
                 restored = await self._off(
                     self.registry.rollback,
                     actor=actor,
@@ -350,6 +367,14 @@ class SwapController:
         log.info("rolled back from %s to %s by %s in %.2fs", current.name, restored, path, result.seconds)
         self._retire_later(current, target)
         return result
+
+    def _annotate_check(self, name: str, check: dict[str, Any], actor: str) -> None:
+        self.registry.annotate(
+            name,
+            CHECK_KEY,
+            {"verified": bool(check.get("verified")), "why": check.get("why"), "at": time.time()},
+            actor=actor,
+        )
 
     async def _release_hold(self) -> None:
         token, self._hold_token = self._hold_token, None
@@ -411,17 +436,53 @@ class SwapController:
 
     # -- the canary --------------------------------------------------------------------------------
     async def _check(
-        self, version: ModelVersion, ask: Callable[[list[Any], SamplingSettings], Awaitable[PolicyResult]]
+        self,
+        version: ModelVersion,
+        ask: Callable[[list[Any], SamplingSettings], Awaitable[PolicyResult]],
+        score: Callable[[list[Any], int], Awaitable[list[float]]],
+        engine: str,
     ) -> dict[str, Any]:
-        """The canary, asked as the version's tasks will ask it; its seconds are a phase of the swap."""
+        """The canary, asked as the version's tasks will ask it, then the weights fingerprint: the
+        engine must answer the probe as the training job recorded (``agent.fingerprint``). Their
+        seconds are phases of the swap; either failing raises ``CanaryFailed`` with the reason."""
+        prompt = version.prompt_of(self.prompt)
         record = await canary.check(
-            version,
-            ask,
-            self.settings.canary_goal,
-            self.settings.canary_max_tokens,
-            version.prompt_of(self.prompt),
+            version, ask, self.settings.canary_goal, self.settings.canary_max_tokens, prompt
         )
         self.phases["canary"] = record["seconds"]
         if not record["ok"]:
             raise CanaryFailed(record["why"])
+        if self.settings.fingerprint_check:
+            with self._phase("fingerprint"):
+                verdict = await self._fingerprint(version, score, engine, prompt)
+            record["fingerprint"] = {
+                "verified": verdict.detail.get("verified", False),
+                "why": verdict.why,
+            } | {k: v for k, v in verdict.detail.items() if k != "verified"}
+            if not verdict.ok:
+                raise CanaryFailed(verdict.why)
         return record
+
+    async def _fingerprint(
+        self,
+        version: ModelVersion,
+        score: Callable[[list[Any], int], Awaitable[list[float]]],
+        engine: str,
+        prompt: PromptSettings,
+    ) -> fingerprint.Verdict:
+        try:
+            values = await score(fingerprint.probe(prompt), fingerprint.TOKENS)
+        except Exception as exc:
+            raise CanaryFailed(f"the weights probe to {version.name} failed: {exc}") from exc
+        served = fingerprint.Fingerprint(tuple(values), fingerprint.probe_key(prompt), engine)
+        previous = await self._off(self.registry.promoted)
+        if previous is not None and previous.name == version.name:
+            previous = None
+        return fingerprint.verify(
+            served,
+            fingerprint.Fingerprint.of(version.info.get(fingerprint.INFO_KEY)),
+            fingerprint.Fingerprint.of(previous.info.get(fingerprint.INFO_KEY)) if previous else None,
+            name=version.name,
+            previous_name=previous.name if previous else None,
+            tolerance=self.settings.fingerprint_tolerance,
+        )

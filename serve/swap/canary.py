@@ -4,24 +4,16 @@ parse as an action, or the version is not served."""
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agent.geometry import Size
+from agent import fingerprint
 from agent.policy import PolicyResult, SamplingSettings
-from agent.prompt import PromptSettings, Screenshot, build_conversation
+from agent.prompt import PromptSettings, build_conversation
 from agent.registry import ModelVersion
 
-
-@functools.cache
-def screen() -> Screenshot:
-    """The simulated phone's home screen, drawn once per process (drawing it costs ~0.1 s)."""
-    from devices.sim.phone import SimPhone
-
-    phone = SimPhone("canary", clock="09:41")
-    return Screenshot(phone.screenshot_png(), Size(phone.width, phone.height))
+screen = fingerprint.screen  # the simulated phone's home screen, drawn once per process
 
 
 def turns(goal: str, prompt: PromptSettings) -> list[Any]:

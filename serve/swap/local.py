@@ -65,6 +65,8 @@ class LocalSwapController(SwapController):
                 lambda turns, sampling: self.engine.predict(
                     turns, sampling=sampling, model=version.served_name
                 ),
+                lambda turns, count: self.engine.score(turns, count, model=version.served_name),
+                "local",
             )
         except CanaryFailed as exc:
             if loaded_here:

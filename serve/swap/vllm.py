@@ -300,6 +300,8 @@ class HotSwapController(SwapController):
             return await self._check(
                 version,
                 lambda turns, sampling: client.predict(turns, sampling=sampling, model=version.served_name),
+                lambda turns, count: client.score(turns, count, model=version.served_name),
+                "vllm",
             )
         finally:
             await client.aclose()

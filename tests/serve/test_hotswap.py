@@ -577,3 +577,75 @@ def test_a_full_checkpoint_goes_blue_green_onto_a_second_engine_and_back(  # typ
         return False
 
     wait_until(stopped, 120, "the green engine to stop")
+
+
+def test_a_swap_into_vllm_serves_only_the_weights_that_were_trained(  # type: ignore[no-untyped-def]
+    vllm, sft_checkpoint, adapters, tmp_path
+) -> None:
+    """The weights fingerprint on the real engine: vLLM's prompt log-probabilities of the probe
+    match the trainer's record (transformers, float32) within the tolerance, and a version whose
+    served weights are not its trained ones is rejected before the alias moves."""
+    import asyncio
+    import shutil
+
+    from agent import fingerprint
+    from agent.checkpoint import load_processor, vision_token_ids
+    from agent.prompt import PromptSettings
+    from agent.registry import Kind, ModelRegistry, State
+    from agent.store import TrajectoryStore
+    from serve.swap import HotSwapController
+    from serve.swap.base import CanaryFailed
+    from tests.serve.test_fingerprint import random_adapter
+
+    store = TrajectoryStore(f"sqlite:///{tmp_path / 't.db'}", tmp_path / "shots")
+    store.migrate()
+    registry = ModelRegistry(store.engine)
+    suppress = tuple(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
+    policy = VllmSettings(base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120)
+    prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
+    swap = HotSwapController(
+        store,
+        registry,
+        policy,
+        prompt,
+        SwapSettings(canary_goal="Turn on Wi-Fi", canary_max_tokens=96, retire_after_s=0),
+    )
+    other = random_adapter(sft_checkpoint, tmp_path / "other", 7)
+
+    def register(
+        name: str, adapter: Path | None, record_of: Path | None, served_name: str | None = None
+    ) -> None:
+        registry.register(
+            name,
+            base=str(sft_checkpoint),
+            adapter=str(adapter) if adapter else None,
+            kind=Kind.ADAPTER if adapter else Kind.BASE,
+            served_name=served_name or (SERVED if adapter is None else name),
+            info={fingerprint.INFO_KEY: fingerprint.of_weights(sft_checkpoint, record_of).record()},
+        )
+
+    async def go() -> None:
+        register("fp-sft", None, None)
+        first = (await swap.promote("fp-sft", actor="t")).canary["fingerprint"]
+        assert first["verified"] is True, first  # vLLM's numbers and the trainer's agree
+        register("fp-good", adapters["good"], adapters["good"])
+        good = (await swap.promote("fp-good", actor="t")).canary["fingerprint"]
+        assert good["verified"] is True, good
+        assert good["records_apart"] > fingerprint.DEFAULT_TOLERANCE
+
+        # A stale adapter: the serving adapter's files under a new name, recorded as trained.
+        stale = shutil.copytree(adapters["good"], tmp_path / "stale")
+        register("fp-stale", stale, other)
+        with pytest.raises(CanaryFailed, match="answers as the previous version fp-good"):
+            await swap.promote("fp-stale", actor="t")
+        assert registry.get("fp-stale").state == State.REJECTED
+
+        # A reload that did not take: a new version under the served name of the adapter the
+        # engine holds; vLLM keeps what it loaded under that name (the swap sees the name served).
+        register("fp-renamed", other, other, served_name="fp-good")
+        with pytest.raises(CanaryFailed, match="answers as the previous version fp-good"):
+            await swap.promote("fp-renamed", actor="t")
+        assert registry.promoted().name == "fp-good"  # type: ignore[union-attr]
+        await swap.aclose()
+
+    asyncio.run(go())

@@ -139,6 +139,16 @@ def test_retrain_registers_an_evaluated_candidate_then_skips_without_new_data(
     checkpoint = Path(candidate.base or "")
     assert (checkpoint / "model.safetensors").is_file()
     assert json.loads((checkpoint / "run.json").read_text())["parent"] == "sft-base"
+    # What a swap checks the engine against: the trained weights' answer to the probe, and the
+    # parent's, so that an engine still serving the parent is told apart (agent.fingerprint).
+    from agent import fingerprint
+
+    trained = fingerprint.Fingerprint.of(info[fingerprint.INFO_KEY])
+    parent = fingerprint.Fingerprint.of(registry.get("sft-base").info[fingerprint.INFO_KEY])
+    assert trained is not None
+    assert parent is not None
+    assert fingerprint.distance(trained, fingerprint.of_weights(checkpoint)) < 1e-5
+    assert fingerprint.distance(trained, parent) > fingerprint.DEFAULT_TOLERANCE
 
     again = retrain_cli(config)
     assert again["status"] == "skipped"
