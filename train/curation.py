@@ -193,6 +193,13 @@ class _Counts:
     sources: Counter[str] = field(default_factory=Counter)
 
 
+def training_copy(episode: Episode, settings: CurationSettings | None = None) -> Episode | None:
+    """The episode as training data under curation's one rule (a trusted label; its expert steps,
+    cut at a black frame, a failed step or a secret), or None when it may not be trained on.
+    Every path from the store to training goes through here: ``curate`` and the ``store`` source."""
+    return _expert_copy(episode, settings or CurationSettings(), _Counts())
+
+
 def _expert_copy(episode: Episode, s: CurationSettings, counts: _Counts) -> Episode | None:
     """The episode as training data (its expert steps only), or None with the reason counted."""
     if not episode.status.finished:

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.geometry import Size
 from agent.interchange import CONVENTION_FIELD
 from agent.prompt import Screenshot
-from agent.trajectory import ActionLabel, Episode, StepSource
+from agent.trajectory import ActionLabel, Episode
 from train.labels import SwipeConvention, contradicts, label_problem
 from train.matching import Expected
 
@@ -106,11 +106,16 @@ class InterchangeSource(BaseModel):
 
 
 class StoreSource(BaseModel):
+    """Episodes straight from a trajectory store, under the same rule as the nightly job's curation
+    (``train.curation.training_copy``): only trusted labels (a person's feedback or a checker's;
+    the judge's with ``trust_judge``), cut where curation cuts."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["store"] = "store"
     url: str
     screenshot_dir: Path
     limit: int = Field(10_000, gt=0)
+    trust_judge: bool = False
 
 
 class SimSource(BaseModel):
@@ -242,26 +247,23 @@ def load_interchange(src: InterchangeSource) -> list[ExpertTrajectory]:
 
 
 def load_store(src: StoreSource) -> list[ExpertTrajectory]:
-    """Successful episodes whole; corrected ones up to their last human step."""
+    """Trusted successful episodes whole, trusted corrected ones up to their last human step, each
+    cut where curation cuts (``train.curation.training_copy``); everything else is left out."""
     from agent.store import EpisodeQuery, TrajectoryStore
+    from train.curation import CurationSettings, training_copy
 
+    rule = CurationSettings(trust_judge=src.trust_judge)
     store = TrajectoryStore(src.url, src.screenshot_dir)
     out = []
     try:
         for episode in store.query(EpisodeQuery(limit=src.limit)):
-            human = [s.index for s in episode.steps if s.source is StepSource.HUMAN]
-            if episode.is_successful:
-                upto = None
-            elif human:
-                upto = max(human)
-            else:
-                continue  # unlabelled or failed traffic is never expert data
+            copy = training_copy(episode, rule)
+            if copy is None:
+                continue  # unlabelled, self-reported or failed traffic is never expert data
             # Recorded here (a device): finger motion; imported from a dataset: as the dataset said.
             convention = convention_of(episode, "finger" if episode.device is not None else "scroll")
             out.append(
-                _from_episode(
-                    episode, f"store:{episode.id}", src.screenshot_dir, False, convention, upto, logged=True
-                )
+                _from_episode(copy, f"store:{episode.id}", src.screenshot_dir, False, convention, logged=True)
             )
     finally:
         store.engine.dispose()

@@ -289,6 +289,7 @@ def test_readiness_requires_only_the_configured_checks(make_service) -> None:  #
         "checks": {"database": True, "policy": False, "device": True},
         "required": ["database"],
         "images": {"transport": "resized", "why": None},  # a policy handed in is not probed
+        "serving": None,  # no version promoted yet (then: its name and whether its weights were verified)
     }
 
 

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from agent.store import TrajectoryStore
-from agent.trajectory import ActionLabel, Episode, ScreenshotRef, Step, StepSource
+from agent.trajectory import ActionLabel, Episode, EpisodeStatus, ScreenshotRef, Step, StepSource
 from train.data import DataError, InterchangeSource, SimSource, StoreSource, load, manifest, split
 
 
@@ -63,7 +63,7 @@ def _png(shade: int) -> bytes:
     return buffer.getvalue()
 
 
-def test_the_store_gives_successful_episodes_and_corrected_prefixes_only(tmp_path: Path) -> None:
+def test_the_store_gives_trusted_successful_episodes_and_corrected_prefixes_only(tmp_path: Path) -> None:
     store = TrajectoryStore(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "shots")
     store.migrate()
     click = ActionLabel(action="click", coordinate=(5, 5))
@@ -80,17 +80,37 @@ def test_the_store_gives_successful_episodes_and_corrected_prefixes_only(tmp_pat
             expert=click if source is StepSource.HUMAN else None,
         )
 
-    store.save(Episode(goal="good", is_successful=True, steps=[step(0), step(1)]))
+    ok, failed = EpisodeStatus.SUCCEEDED, EpisodeStatus.FAILED
+    person = {"label_source": "client", "feedback": "success"}
+    store.save(Episode(goal="good", status=ok, is_successful=True, labels=person, steps=[step(0), step(1)]))
     store.save(
-        Episode(goal="corrected", is_successful=False, steps=[step(0), step(1, StepSource.HUMAN), step(2)])
+        Episode(
+            goal="corrected",
+            status=failed,
+            is_successful=False,
+            labels={"label_source": "client", "feedback": "failure"},
+            steps=[step(0), step(1, StepSource.HUMAN), step(2)],
+        )
     )
-    store.save(Episode(goal="failed", is_successful=False, steps=[step(0)]))
-    store.save(Episode(goal="unlabelled", steps=[step(0)]))
-    loaded = {t.goal: t for t in load([StoreSource(url=store.url, screenshot_dir=tmp_path / "shots")])}
+    store.save(Episode(goal="failed", status=failed, is_successful=False, labels=person, steps=[step(0)]))
+    store.save(Episode(goal="unlabelled", status=ok, steps=[step(0)]))
+    # Successful by the policy's own word or the judge's only: never expert data by default.
+    store.save(Episode(goal="self-reported", status=ok, is_successful=True, steps=[step(0)]))
+    judged = {"label_source": "judge"}
+    store.save(Episode(goal="judged", status=ok, is_successful=True, labels=judged, steps=[step(0)]))
+    source = StoreSource(url=store.url, screenshot_dir=tmp_path / "shots")
+    loaded = {t.goal: t for t in load([source])}
     assert set(loaded) == {"good", "corrected"}
     assert len(loaded["good"].steps) == 2
     assert len(loaded["corrected"].steps) == 2  # up to and including the person's step
     assert loaded["corrected"].steps[1].expert == click
+    with_judge = {t.goal for t in load([source.model_copy(update={"trust_judge": True})])}
+    assert with_judge == {"good", "corrected", "judged"}
+    # The nightly job's curation draws the same line.
+    from train.curation import curate
+
+    curated = curate(store.iter_all(), tmp_path / "curated")
+    assert {e.goal for e in curated.train + curated.holdout} == {"good", "corrected"}
 
 
 def test_the_split_is_by_trajectory_and_stable_and_the_manifest_pins_it() -> None:
