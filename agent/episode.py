@@ -272,13 +272,12 @@ class EpisodeRunner:
         if not self.settings.mask_secrets or secret is None:
             return proposal
         focus = await focus_of(self.device)
+        # What the phone said goes with the step: the reviewer decides on this one answer.
+        step = proposal.step.model_copy(update={"extra": {**proposal.step.extra, "focus": focus}})
         if focus == "other":
-            return replace(proposal, focus=focus)
+            return replace(proposal, step=step, focus=focus)
         return replace(
-            proposal,
-            step=redact(proposal.step, secret, focus=focus),
-            focus=focus,
-            typed=proposal.step.device_action,
+            proposal, step=redact(step, secret, focus=focus), focus=focus, typed=proposal.step.device_action
         )
 
     async def _review(self, episode: Episode, proposal: _Proposal) -> tuple[Step, Action | None]:
@@ -296,11 +295,15 @@ class EpisodeRunner:
             raise _Stop(self._finish(episode, EpisodeStatus.CANCELLED, "aborted by reviewer"))
         if review.verdict is Verdict.REPLACE and review.action is not None:
             replaced = review.action
-            update = {
+            update: dict[str, Any] = {
                 "source": StepSource.HUMAN,
                 "device_action": replaced,
                 "expert": ActionLabel.from_action(replaced),
             }
+            if typed_text(replaced) is None and "secret" in step.extra:
+                # The person's action types nothing: a step to learn from (its raw response, the
+                # policy's proposal, stays masked).
+                update["extra"] = {k: v for k, v in step.extra.items() if k != "secret"}
             step = step.model_copy(update=update)
             if self.settings.mask_secrets and (secret := typed_text(replaced)) is not None:
                 # What a person types is kept as the policy's would be; the phone is asked again
@@ -322,6 +325,8 @@ class EpisodeRunner:
                 await asyncio.sleep(self.settings.settle_s)
         except DeviceError as exc:
             error = f"device error: {exc}"
+            if "secret" in step.extra:  # a failed `input text` quotes the command, and with it the text
+                error = f"device error while typing a secret ({type(exc).__name__}; its message is not kept)"
         device_s = proposal.device_s + time.perf_counter() - t1
         timings = StepTimings(policy_s=proposal.result.latency_s, device_s=device_s)
         episode = await self._record(

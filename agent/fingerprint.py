@@ -61,7 +61,10 @@ def probe(prompt: PromptSettings) -> list[Turn]:
     """The probe conversation under ``prompt`` (the version's own system prompt; the probe's own
     ``RESIZE``): the canary's request and the fixed answer, whose last ``TOKENS`` log-probabilities
     are compared."""
-    turns = build_conversation(GOAL, [screen()], [], dataclasses.replace(prompt, resize=RESIZE))
+    # The probe's own size, sent resized whatever the service sends: the engine must see the image
+    # tokens the trainer saw.
+    fixed = dataclasses.replace(prompt, resize=RESIZE, image_transport="resized", wire_format="PNG")
+    turns = build_conversation(GOAL, [screen()], [], fixed)
     return [*turns, Turn("assistant", (TextPart(ANSWER),))]
 
 
@@ -130,15 +133,17 @@ def verify(
         return Verdict(
             True, f"{name} has no recorded fingerprint: served unverified", detail | {"verified": False}
         )
-    to_record = distance(served, recorded)
-    detail["distance"] = round(to_record, 6)
-    if served.probe != recorded.probe:
+    if served.probe != recorded.probe or len(served.logprobs) != len(recorded.logprobs):
+        # (no distance is stored: it is infinite, which JSON columns refuse)
         return Verdict(
             True,
             f"{name}'s fingerprint was recorded on another probe: served unverified",
             detail | {"verified": False},
         )
-    if previous is not None and previous.probe == recorded.probe:
+    to_record = distance(served, recorded)
+    detail["distance"] = round(to_record, 6)
+    comparable = previous is not None and distance(previous, recorded) != float("inf")
+    if previous is not None and comparable:
         apart = distance(recorded, previous)
         to_previous = distance(served, previous)
         detail |= {
@@ -146,7 +151,9 @@ def verify(
             "records_apart": round(apart, 6),
             "to_previous": round(to_previous, 6),
         }
-        if apart > tolerance and to_previous <= tolerance:
+        # The previous version's answer, and nearer to it than to the trained record: the new
+        # weights did not load (an engine's numerics can put good weights near both).
+        if apart > tolerance and to_previous <= tolerance and to_previous < to_record:
             return Verdict(
                 False,
                 f"the engine answers as the previous version {previous_name} (probe distance {to_previous:.4f}), "

@@ -11,6 +11,7 @@ ever sees that record; the unmasked action lives in the loop for the time it tak
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agent.actions import Action, Type
@@ -41,7 +42,8 @@ def mask_in(text: str | None, secret: str) -> str | None:
     """``text`` with every occurrence of ``secret`` replaced by ``MASK``."""
     if text is None or not secret:
         return text
-    return text.replace(secret, MASK)
+    escaped = json.dumps(secret)[1:-1]  # as a JSON response writes it (quotes, backslashes, \uXXXX)
+    return text.replace(secret, MASK).replace(escaped, MASK)
 
 
 def _masked_action(action: Action | None) -> Action | None:

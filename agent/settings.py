@@ -42,7 +42,7 @@ class StoreSettings(BaseModel):
     )
     screenshot_retention_days: float | None = Field(
         None,
-        gt=0,
+        ge=0,
         description="Delete screenshots of episodes older than this (days); unset keeps them forever",
     )
     episode_retention_days: float | None = Field(

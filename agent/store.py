@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -32,6 +33,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from agent.trajectory import Episode, EpisodeStatus, ScreenshotRef, Step, utcnow
+
+log = logging.getLogger(__name__)
 
 metadata = sa.MetaData()
 
@@ -209,6 +212,13 @@ class TrajectoryStore:
                 sa.update(episodes).where(episodes.c.id == episode.id).values(**row)
             ).rowcount
             if not updated:
+                gone = conn.execute(
+                    sa.select(deletions.c.episode_id).where(deletions.c.episode_id == episode.id)
+                )
+                if (
+                    gone.first() is not None
+                ):  # a late write (feedback, the judge, a shutdown) after a deletion
+                    return
                 conn.execute(sa.insert(episodes).values(id=episode.id, **row))
             conn.execute(sa.delete(labels).where(labels.c.episode_id == episode.id))
             if episode.labels:
@@ -371,6 +381,7 @@ class TrajectoryStore:
             conn.execute(sa.delete(labels).where(labels.c.episode_id == episode_id))
             if not conn.execute(sa.delete(episodes).where(episodes.c.id == episode_id)).rowcount:
                 return False
+            conn.execute(sa.delete(deletions).where(deletions.c.episode_id == episode_id))
             conn.execute(
                 sa.insert(deletions).values(
                     episode_id=episode_id,
@@ -402,7 +413,13 @@ class TrajectoryStore:
                 ).scalars()
             )
         reason = f"older than the episode retention of {days:g} days"
-        return sum(self.delete_episode(i, by="retention", reason=reason) for i in old)
+        deleted = 0
+        for episode_id in old:
+            try:
+                deleted += self.delete_episode(episode_id, by="retention", reason=reason)
+            except sa.exc.SQLAlchemyError as exc:  # one episode's trouble does not stop the sweep
+                log.warning("retention could not delete episode %s: %s", episode_id, exc)
+        return deleted
 
     def deletions(self, *, limit: int = 100) -> list[Deletion]:
         """The latest deletions, newest first."""

@@ -107,15 +107,7 @@ class TaskRunner:
             for run in running:
                 episode = await asyncio.to_thread(self.store.get, run.episode_id)
                 if episode.status in (EpisodeStatus.RUNNING, EpisodeStatus.CANCELLED) and run.task in late:
-                    await asyncio.to_thread(
-                        self.store.save_episode,
-                        episode.model_copy(
-                            update={
-                                "status": EpisodeStatus.INTERRUPTED,
-                                "error": "the service stopped while it ran",
-                            }
-                        ),
-                    )
+                    await asyncio.to_thread(self.store.save_episode, _interrupted(episode))
                 await asyncio.to_thread(self.cluster.end, run.episode_id)
 
     # -- requests ----------------------------------------------------------------------------------
@@ -289,14 +281,7 @@ class TaskRunner:
         for episode in running:
             if episode.id in self._running or episode.id in held:
                 continue
-            interrupted = episode.model_copy(
-                update={
-                    "status": EpisodeStatus.INTERRUPTED,
-                    "finished_at": utcnow(),
-                    "error": "the service stopped while it ran",
-                }
-            )
-            if await asyncio.to_thread(self.store.transition, interrupted, EpisodeStatus.RUNNING):
+            if await asyncio.to_thread(self.store.transition, _interrupted(episode), EpisodeStatus.RUNNING):
                 await asyncio.to_thread(self.cluster.end, episode.id)
                 log.warning("task interrupted", extra={"task_id": episode.id})
 
@@ -322,3 +307,15 @@ class TaskRunner:
             self._running.pop(episode.id, None)
             self._update_gauges()
             self._wake.set()
+
+
+def _interrupted(episode: Episode) -> Episode:
+    """The episode ended by the service stopping under it (this replica's shutdown, or found
+    running with no live replica holding it)."""
+    return episode.model_copy(
+        update={
+            "status": EpisodeStatus.INTERRUPTED,
+            "finished_at": utcnow(),
+            "error": "the service stopped while it ran",
+        }
+    )

@@ -142,8 +142,8 @@ class Takeover:
         if self.approval is None:
             return None
         focus = None
-        if self.approval.checks_focus(step.device_action) and "secret" in step.extra:
-            focus = step.extra["secret"]["focus"]  # the episode loop asked the phone already
+        if self.approval.checks_focus(step.device_action) and "focus" in step.extra:
+            focus = str(step.extra["focus"])  # the episode loop asked the phone already: one answer
         elif self.approval.checks_focus(step.device_action):
             focus = "no way to ask the phone"
             if self.focus is not None:

@@ -150,9 +150,11 @@ def curate(
     settings: CurationSettings | None = None,
     *,
     previous: dict[str, Any] | None = None,
+    screenshot_dir: Path | None = None,
 ) -> CuratedSet:
     """Curate ``episodes`` (oldest first) into ``out_dir``. ``previous`` is the manifest of the last
-    curated set: the new manifest says how many training episodes it did not have."""
+    curated set: the new manifest says how many training episodes it did not have. With the store's
+    ``screenshot_dir``, an episode whose screenshots the retention deleted is left out."""
     s = settings or CurationSettings()
     counts = _Counts()
     seen: set[str] = set()
@@ -160,7 +162,7 @@ def curate(
     holdout: list[Episode] = []
     for episode in episodes:
         counts.considered += 1
-        expert = _expert_copy(episode, s, counts)
+        expert = _expert_copy(episode, s, counts, screenshot_dir)
         if expert is None:
             continue
         key = _dedupe_key(expert)
@@ -193,14 +195,18 @@ class _Counts:
     sources: Counter[str] = field(default_factory=Counter)
 
 
-def training_copy(episode: Episode, settings: CurationSettings | None = None) -> Episode | None:
+def training_copy(
+    episode: Episode, settings: CurationSettings | None = None, screenshot_dir: Path | None = None
+) -> Episode | None:
     """The episode as training data under curation's one rule (a trusted label; its expert steps,
     cut at a black frame, a failed step or a secret), or None when it may not be trained on.
     Every path from the store to training goes through here: ``curate`` and the ``store`` source."""
-    return _expert_copy(episode, settings or CurationSettings(), _Counts())
+    return _expert_copy(episode, settings or CurationSettings(), _Counts(), screenshot_dir)
 
 
-def _expert_copy(episode: Episode, s: CurationSettings, counts: _Counts) -> Episode | None:
+def _expert_copy(
+    episode: Episode, s: CurationSettings, counts: _Counts, screenshot_dir: Path | None = None
+) -> Episode | None:
     """The episode as training data (its expert steps only), or None with the reason counted."""
     if not episode.status.finished:
         counts.dropped["not finished"] += 1
@@ -220,6 +226,10 @@ def _expert_copy(episode: Episode, s: CurationSettings, counts: _Counts) -> Epis
         counts.cuts[cut] += 1
     if len(steps) < s.min_steps:
         counts.dropped["too few usable steps"] += 1
+        return None
+    if screenshot_dir is not None and any(_gone(step, screenshot_dir) for step in steps):
+        # the screenshot retention deleted what it showed
+        counts.dropped["screenshots deleted"] += 1
         return None
     kind = "successful" if episode.is_successful else "corrected"
     return episode.model_copy(
@@ -301,6 +311,14 @@ def curate_store(
 
     try:
         shown = progress_iter(episodes(), progress, "curating", "episode")
-        return curate(shown, out_dir, settings, previous=previous)
+        return curate(shown, out_dir, settings, previous=previous, screenshot_dir=screenshot_dir)
     finally:
         store.engine.dispose()
+
+
+def _gone(step: Step, screenshot_dir: Path) -> bool:
+    """A step whose screenshot the store no longer has."""
+    from agent.store import ScreenshotStore
+
+    digest = step.screenshot.sha256
+    return digest is not None and not ScreenshotStore(screenshot_dir).path(digest).is_file()

@@ -257,7 +257,7 @@ def load_store(src: StoreSource) -> list[ExpertTrajectory]:
     out = []
     try:
         for episode in store.query(EpisodeQuery(limit=src.limit)):
-            copy = training_copy(episode, rule)
+            copy = training_copy(episode, rule, src.screenshot_dir)
             if copy is None:
                 continue  # unlabelled, self-reported or failed traffic is never expert data
             # Recorded here (a device): finger motion; imported from a dataset: as the dataset said.

@@ -88,6 +88,9 @@ async def _run(
         max_steps=settings.max_steps,
         settle_s=0.05,  # a simulated phone applies an action at once
         sampling=SamplingSettings(temperature=0.0, max_tokens=settings.max_new_tokens),
+        # A simulated phone's fields hold no one's secrets, and the policy is scored on the history
+        # it wrote (a masked card number would be a history it never trained on).
+        mask_secrets=False,
     )
     results = []
     try:

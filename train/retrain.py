@@ -337,14 +337,20 @@ def _register(
     )
 
 
-def weights_fingerprint(weights: Path, config: RetrainConfig) -> dict[str, Any]:
+def weights_fingerprint(weights: Path, config: RetrainConfig) -> dict[str, Any] | None:
     """What the weights answer on the fingerprint probe, in the trainer's numerics (transformers,
     on the evaluation's device): the record a swap checks the engine against."""
     from train.checkpoints import model_and_adapter
     from train.learner import resolve_device
 
     model, adapter = model_and_adapter(weights)
-    return fingerprint.of_weights(model, adapter, device=resolve_device(config.evaluation.device)).record()
+    try:
+        return fingerprint.of_weights(
+            model, adapter, device=resolve_device(config.evaluation.device)
+        ).record()
+    except Exception as exc:  # the candidate stands without it; its swap then says "served unverified"
+        log.warning("no weights fingerprint for %s: %s", weights, exc)
+        return None
 
 
 def _starting_version(config: RetrainConfig, registry: ModelRegistry) -> ModelVersion:

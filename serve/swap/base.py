@@ -38,8 +38,8 @@ T = TypeVar("T")
 
 HOLD_LOCK = "swap-hold"  # while held, no replica starts a new episode
 SWAP_LOCK = "swap"  # one swap at a time across replicas
-LOADED_ALIAS_PREFIX = "loaded:"
-CHECK_KEY = "fingerprint_check"  # a version's info: its last swap's weights check (verified, why, at)  # alias prefix: the full version an engine holds, by served name
+LOADED_ALIAS_PREFIX = "loaded:"  # alias prefix: the full version an engine holds, by served name
+CHECK_KEY = "fingerprint_check"  # a version's info: its last swap's weights check (verified, why, at)
 
 
 class SwapSettings(BaseModel):
@@ -470,17 +470,24 @@ class SwapController:
         engine: str,
         prompt: PromptSettings,
     ) -> fingerprint.Verdict:
+        recorded = fingerprint.Fingerprint.of(version.info.get(fingerprint.INFO_KEY))
+        if recorded is None:  # nothing to compare with: the engine is not asked
+            why = f"{version.name} has no recorded fingerprint: served unverified"
+            return fingerprint.Verdict(True, why, {"verified": False})
         try:
             values = await score(fingerprint.probe(prompt), fingerprint.TOKENS)
-        except Exception as exc:
-            raise CanaryFailed(f"the weights probe to {version.name} failed: {exc}") from exc
+        except Exception as exc:  # an engine that cannot answer the probe: said, not fatal
+            why = (
+                f"the weights probe to {version.name} failed ({type(exc).__name__}: {exc}): served unverified"
+            )
+            return fingerprint.Verdict(True, why[:500], {"verified": False})
         served = fingerprint.Fingerprint(tuple(values), fingerprint.probe_key(prompt), engine)
         previous = await self._off(self.registry.promoted)
         if previous is not None and previous.name == version.name:
             previous = None
         return fingerprint.verify(
             served,
-            fingerprint.Fingerprint.of(version.info.get(fingerprint.INFO_KEY)),
+            recorded,
             fingerprint.Fingerprint.of(previous.info.get(fingerprint.INFO_KEY)) if previous else None,
             name=version.name,
             previous_name=previous.name if previous else None,

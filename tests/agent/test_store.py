@@ -104,6 +104,9 @@ def test_deleting_an_episode_removes_its_rows_and_own_screenshots_and_records_wh
     assert not store.screenshots.path(gone.steps[0].screenshot.sha256 or "").exists()
     assert store.screenshots.path(other.steps[0].screenshot.sha256 or "").exists()  # still shown by another
     assert store.delete_episode(gone.id, by="again") is False
+    store.save_episode(gone)  # a late write (feedback, the judge) does not bring it back
+    with pytest.raises(KeyError):
+        store.get(gone.id)
     record = {d.episode_id: d for d in store.deletions()}
     assert set(record) == {gone.id, shared.id}
     assert (record[gone.id].deleted_by, record[gone.id].reason) == ("key alice (k1)", "asked to")

@@ -245,6 +245,8 @@ def test_a_restart_mid_run_keeps_recorded_steps_and_marks_the_episode_interrupte
     client = restarted.client(restarted.agent)
     episode = client.get(f"/v1/tasks/{running}").json()
     assert episode["status"] == "interrupted"
+    assert episode["error"] == "the service stopped while it ran"
+    assert episode["finished_at"] is not None  # ended when the service stopped: retention counts from it
     assert episode["steps"] >= 2
     assert wait_finished(client, queued)["status"] == "succeeded"  # still queued after restart, and run
 

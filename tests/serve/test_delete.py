@@ -99,6 +99,8 @@ def test_the_retention_sweep_deletes_old_episodes_and_screenshots_when_set(tmp_p
         made = Episode(
             goal="g",
             status=EpisodeStatus.SUCCEEDED,
+            is_successful=True,
+            labels={"label_source": "checker", "feedback": "success"},
             created_at=utcnow() - timedelta(days=age_days),
             steps=[step],
         )
@@ -118,6 +120,12 @@ def test_the_retention_sweep_deletes_old_episodes_and_screenshots_when_set(tmp_p
     day = settings.model_copy(update={"screenshot_retention_days": 1})
     assert retention.sweep(store, day) == (0, 1)
     assert store.get(recent.id).steps  # the rows stay; only the file went
+    from train.curation import curate
+
+    # The nightly job's curation does not trip on it.
+    curated = curate(store.iter_all(), tmp_path / "curated", screenshot_dir=settings.screenshot_dir)
+    assert curated.train + curated.holdout == []
+    assert curated.manifest["dropped"] == {"screenshots deleted": 1}
 
     async def one_sweep() -> None:  # the service's loop sweeps at once, then waits
         task = asyncio.create_task(retention.sweep_forever(store, week, every_s=3600))
