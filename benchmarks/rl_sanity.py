@@ -187,7 +187,7 @@ def scaled(setting: Setting) -> dict[str, Any]:
 
 def stage_config(setting: Setting, arm: str, start: Path, out: Path, seed: int, data: dict[str, Any]) -> Any:
     """The arm's RLConfig, built as ``uis1 retrain`` builds its rl stage."""
-    from train.retrain import RetrainConfig
+    from train.config import RetrainConfig
 
     rl = deep_merge(deep_merge(product_rl(), scaled(setting)), {**ARMS[arm], "seed": seed})
     if rl.get("max_seconds") is None:

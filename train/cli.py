@@ -147,7 +147,7 @@ def retrain(
 
     from pydantic import ValidationError
 
-    from train.retrain import load_retrain_config
+    from train.config import load_retrain_config
     from train.retrain import retrain as run
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -26,118 +26,21 @@ import json
 import logging
 import threading
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
 
 from agent import fingerprint
-from agent.geometry import ResizeSettings
 from agent.jobs import Job, JobStatus, JobStore, LockHeld
 from agent.registry import Kind, ModelRegistry, ModelVersion, RegistryError
-from agent.settings import AgentSettings, StoreSettings
 from agent.trajectory import utcnow
-from train.curation import CuratedSet, CurationSettings, curate_store
-from train.data import InterchangeSource, Source
-from train.judge import JudgeSettings
-from train.online import OnlineSettings
+from train.config import RetrainConfig
+from train.curation import CuratedSet, curate_store
+from train.data import InterchangeSource
 from train.retrain_eval import evaluate_both
 
 log = logging.getLogger(__name__)
 
 JOB_KIND = "retrain"
 LOCK = "retrain"
-
-
-class EvaluationSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    holdout: bool = True  # SOP on the curated held-out split
-    data: list[Source] = Field(default_factory=list)  # pinned evaluation data besides it
-    online: OnlineSettings | None = OnlineSettings()  # success on simulated-phone tasks; None: off
-    max_new_tokens: int = Field(512, gt=0)
-    device: str = "auto"
-
-
-class RetrainConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["retrain"] = "retrain"
-    work_dir: Path  # curated sets, runs and evaluations, one folder per job
-    store: StoreSettings = Field(default_factory=lambda: AgentSettings().store)  # the service's by default
-    base_model: Path | None = None  # where a first run starts (registered and promoted as the base)
-    base_served_name: str | None = None  # the name vLLM serves base_model by (default: its folder name)
-    # Full checkpoints swapped into the running engine in place keep the engine's served name; set
-    # it here. Default: the version's own name (adapters, and blue/green engines).
-    served_name: str | None = None
-    version_prefix: str = Field("uis1", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,40}$")
-    min_new_episodes: int = Field(20, ge=0)
-    curation: CurationSettings = CurationSettings()
-    # A judge model labels unlabelled episodes before curation; its verdicts are then trusted.
-    judge: JudgeSettings = JudgeSettings()
-    extra_sources: list[Source] = Field(default_factory=list)  # expert data mixed into every run
-    stages: list[Literal["sft", "rl"]] = Field(default_factory=lambda: ["rl"], min_length=1)  # type: ignore[arg-type]
-    sft: dict[str, Any] = Field(default_factory=dict)  # SFTConfig fields (model, data, output_dir are set)
-    rl: dict[str, Any] = Field(default_factory=dict)  # RLConfig fields, likewise
-    resize: ResizeSettings = ResizeSettings()
-    evaluation: EvaluationSettings = EvaluationSettings()
-    lock_ttl_s: float = Field(300.0, gt=0)
-
-    @model_validator(mode="after")
-    def _stage_configs_validate(self) -> RetrainConfig:
-        for stage in self.stages:  # a typo in sft: or rl: fails when the file is read, not at 2 a.m.
-            self.stage_config(stage, Path("."), Path("."), {"sources": [{"kind": "sim"}]}, None)
-        return self
-
-    def stage_config(
-        self, stage: str, model: Path, output_dir: Path, data: dict[str, Any], parent: str | None
-    ) -> Any:
-        from train.config import RLConfig, SFTConfig
-
-        overrides = self.sft if stage == "sft" else self.rl
-        body = {
-            "resize": self.resize.model_dump(),
-            **overrides,
-            "model": str(model),
-            "output_dir": str(output_dir),
-            "data": data,
-            "parent_version": parent,
-        }
-        return (SFTConfig if stage == "sft" else RLConfig).model_validate(body)
-
-
-def load_retrain_config(path: Path) -> RetrainConfig:
-    """Read a retrain config file; relative paths in it are relative to the file."""
-    from train.config import read_file
-
-    data = read_file(path)
-    data.pop("kind", None)
-    config = RetrainConfig.model_validate(data)
-    base = path.parent
-
-    def fix(value: Path | None) -> Path | None:
-        return value if value is None or value.is_absolute() else (base / value).resolve()
-
-    def fix_sources(sources: list[Any]) -> list[Any]:
-        return [
-            s.model_copy(
-                update={
-                    k: fix(v)
-                    for k in ("path", "images", "screenshot_dir")
-                    if isinstance(v := getattr(s, k, None), Path)
-                }
-            )
-            for s in sources
-        ]
-
-    return config.model_copy(
-        update={
-            "work_dir": fix(config.work_dir),
-            "base_model": fix(config.base_model),
-            "store": config.store.model_copy(update={"screenshot_dir": fix(config.store.screenshot_dir)}),
-            "extra_sources": fix_sources(config.extra_sources),
-            "evaluation": config.evaluation.model_copy(update={"data": fix_sources(config.evaluation.data)}),
-        }
-    )
 
 
 class _Heartbeat:

@@ -7,15 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent.checkpoint import checkpoint_system_prompt
 from agent.registry import ModelRegistry, ModelVersion
+from train.config import RetrainConfig
 from train.curation import CuratedSet
 from train.data import InterchangeSource
-
-if TYPE_CHECKING:
-    from train.retrain import RetrainConfig
 
 
 def fingerprint(config: RetrainConfig, curated: CuratedSet) -> str:

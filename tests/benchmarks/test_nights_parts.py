@@ -21,7 +21,7 @@ def nights() -> ModuleType:
 
 
 def test_the_nightly_arm_is_the_products_job_with_only_the_listed_scalings(nights, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from train.retrain import RetrainConfig
+    from train.config import RetrainConfig
 
     product = yaml.safe_load((REPO / "deploy" / "retrain.yaml").read_text())
     setting = nights.Setting()

@@ -451,7 +451,7 @@ def test_the_operator_docs_list_exactly_the_settings_the_code_defines() -> None:
 
 def test_the_retrain_config_the_deployment_mounts_is_valid() -> None:
     pytest.importorskip("torch")
-    from train.retrain import load_retrain_config
+    from train.config import load_retrain_config
 
     config = load_retrain_config(DEPLOY / "retrain.yaml")
     assert config.base_model == Path("/models/ui-s1-7b")

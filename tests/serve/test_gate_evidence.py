@@ -35,8 +35,8 @@ def test_the_deployed_gate_and_the_demos_run_enough_episodes_that_luck_rarely_pa
     (~6%), all from the held-out side of each task's split."""
     pytest.importorskip("torch")
     from serve.demo_loop.setting import LoopSetting, retrain_config
+    from train.config import load_retrain_config
     from train.online import OnlineSettings, cases
-    from train.retrain import load_retrain_config
 
     deployed = load_retrain_config(DEPLOY / "retrain.yaml").evaluation.online
     assert deployed is not None
