@@ -279,6 +279,7 @@ def scheduler() -> None:
 
     from agent.jobs import JobStore
     from serve.logs import setup_logging
+    from serve.promotion import Promotion
     from serve.scheduler import Scheduler
     from serve.swap import HotSwapController
 
@@ -294,15 +295,17 @@ def scheduler() -> None:
         owner=f"{settings.replica_id}:scheduler",
     )
 
-    async def after(job: Any) -> None:
-        if settings.swap.auto_promote and job.detail.get("candidate"):
-            await controller.gate_and_promote(str(job.detail["candidate"]), actor="scheduler")
-
     async def run() -> None:
+        promotion = Promotion(controller)
+
+        async def after(job: Any) -> None:
+            if settings.swap.auto_promote:
+                promotion.job_ended(job)
+
         loop = Scheduler(JobStore(store.engine), settings.scheduler, on_job_end=after)
         tasks = [asyncio.create_task(loop.run())]
         if settings.swap.auto_promote:
-            tasks.append(asyncio.create_task(controller.watch()))
+            tasks.append(asyncio.create_task(promotion.watch()))
         await asyncio.gather(*tasks)
 
     try:

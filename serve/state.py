@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.checkpoint import checkpoint_system_prompt
-from agent.jobs import Job, JobStore, LockHeld
+from agent.jobs import Job, JobStore
 from agent.policy import Policy, PolicyUnavailable
 from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry
@@ -27,6 +27,7 @@ from devices.pool import DevicePool, PoolSettings
 from serve import metrics, retention
 from serve.auth import KeyStore, sync_keys_file
 from serve.cluster import Cluster
+from serve.promotion import Promotion
 from serve.runner import RunnerSettings, TaskRunner
 from serve.scheduler import Scheduler
 from serve.settings import ServeSettings
@@ -87,8 +88,9 @@ class ServiceState:
         jobs = JobStore(store.engine)
         swap = swap_controller(settings, store, registry, chosen, prompt, given=policy is not None)
         runner.versions.swap = swap
-        scheduler = Scheduler(jobs, settings.scheduler, on_job_end=_after_job(swap))
-        background = _background_tasks(settings, swap, scheduler, runner, given=policy is not None)
+        promotion = Promotion(swap) if swap is not None and settings.swap.auto_promote else None
+        scheduler = Scheduler(jobs, settings.scheduler, on_job_end=_after_job(promotion))
+        background = _background_tasks(settings, promotion, scheduler, runner, given=policy is not None)
         return cls(
             settings=settings,
             store=store,
@@ -184,18 +186,13 @@ def swap_controller(
     return None
 
 
-def _after_job(swap: SwapController | None) -> Callable[[Job], Awaitable[None]]:
-    """When a retraining job ends, the gate and the swap take its candidate at once."""
+def _after_job(promotion: Promotion | None) -> Callable[[Job], Awaitable[None]]:
+    """When a retraining job ends, the promotion watcher looks at once (the one path a candidate
+    takes to the gate and the swap)."""
 
     async def run(job: Job) -> None:
-        candidate = job.detail.get("candidate")
-        if swap is not None and swap.settings.auto_promote and candidate:
-            try:
-                await swap.gate_and_promote(str(candidate))
-            except LockHeld as exc:  # another swap is under way (the watcher's, on this very candidate?)
-                log.info(
-                    "candidate %s: %s; the promotion watcher takes it when the lock is free", candidate, exc
-                )
+        if promotion is not None:
+            promotion.job_ended(job)
 
     return run
 
@@ -222,7 +219,7 @@ def _serving_prompt(settings: ServeSettings, *, given: bool) -> PromptSettings:
 
 def _background_tasks(
     settings: ServeSettings,
-    swap: SwapController | None,
+    promotion: Promotion | None,
     scheduler: Scheduler,
     runner: TaskRunner,
     *,
@@ -231,8 +228,8 @@ def _background_tasks(
     """The promotion watcher, the retraining scheduler, the retention sweep and the image-transport
     check, as configured."""
     background = []
-    if swap is not None and settings.swap.auto_promote:
-        background.append(asyncio.create_task(swap.watch(), name="promotion-watcher"))
+    if promotion is not None:
+        background.append(asyncio.create_task(promotion.watch(), name="promotion-watcher"))
     if settings.scheduler.enabled:
         background.append(asyncio.create_task(scheduler.run(), name="retrain-scheduler"))
     if retention.enabled(settings.store):

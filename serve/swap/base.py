@@ -1,6 +1,7 @@
 """What every hot swap does, whatever the engine: one swap at a time across replicas, the canary
-before the ``default`` alias moves, rejection and rollback, the evaluation gate for candidates, and
-retiring the old version once no running episode uses it. The engines' own steps are in
+and the weights check before the ``default`` alias moves, rejection and rollback, and retiring the
+old version once no running episode uses it (the gate that decides on candidates is
+``serve.promotion``). The engines' own steps are in
 ``serve.swap.vllm`` and ``serve.swap.local``.
 """
 
@@ -22,13 +23,13 @@ from typing import Any, Literal, ParamSpec, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent import fingerprint
-from agent.jobs import JobStore, LockHeld
+from agent.jobs import JobStore
 from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import PromptSettings
 from agent.registry import DEFAULT_ALIAS, ModelRegistry, ModelVersion, RegistryError, State
 from agent.store import TrajectoryStore
 from agent.trajectory import EpisodeStatus
-from serve.gate import GateDecision, GateSettings, decide
+from serve.gate import GateSettings
 from serve.swap import canary
 
 log = logging.getLogger(__name__)
@@ -175,54 +176,15 @@ class SwapController:
         A version that would replace the engine's only weights (in place) cannot be staged."""
         return await self._locked(lambda: self._stage(name, actor=actor))
 
-    async def gate_and_promote(
-        self, name: str, *, actor: str = "gate"
-    ) -> tuple[GateDecision, SwapResult | None] | None:
-        """The evaluation gate for a registered candidate, then the swap if it passes. The job's end
-        and the watcher (and other replicas) may both take the same candidate: a version that is no
-        longer a candidate is left alone (None), and the gate's record is written once per decision."""
-        candidate = await self._off(self.registry.get, name)
-        if candidate.state != State.CANDIDATE:
-            return None
-        decision = decide(candidate, self.settings.gate)
-        if candidate.info.get("gate") != decision.record():
-            await self._off(self.registry.annotate, name, "gate", decision.record(), actor=actor)
-        if not decision.passed:
-            await self._off(
-                self.registry.reject, name, actor=actor, detail={"reason": "; ".join(decision.reasons)}
-            )
-            log.info("gate rejected %s: %s", name, "; ".join(decision.reasons))
-            return decision, None
+    async def promote_candidate(self, name: str, *, actor: str, reason: str) -> SwapResult | None:
+        """Promote ``name`` only while it is still a candidate (the gate passed it); None when it
+        was promoted or rejected meanwhile (by another replica). Raises like ``promote``."""
         try:
-            result = await self._locked(
-                lambda: self._promote(
-                    name, actor=actor, force=False, reason="passed the evaluation gate", candidate=True
-                )
+            return await self._locked(
+                lambda: self._promote(name, actor=actor, force=False, reason=reason, candidate=True)
             )
         except _NoLongerCandidate:
             return None
-        except CanaryFailed:
-            return decision, None
-        return decision, result
-
-    async def pending_candidates(self) -> list[str]:
-        """Evaluated candidates still waiting: the retraining job's output, and ones that passed the
-        gate but whose swap could not run yet (another swap held the lock, episodes would not drain).
-        A failed gate or canary rejects a version, so it leaves this list."""
-        versions = await self._off(self.registry.versions, "candidate")
-        return [v.name for v in versions if v.info.get("evaluation")]
-
-    async def watch(self) -> None:
-        """Gate and swap each new candidate, forever (one replica at a time, by the swap lock)."""
-        while True:
-            try:
-                for name in await self.pending_candidates():
-                    await self.gate_and_promote(name)
-            except (LockHeld, SwapError, RegistryError) as exc:
-                log.info("promotion watcher: %s", exc)
-            except Exception:
-                log.exception("promotion watcher pass failed")
-            await asyncio.sleep(self.settings.watch_interval_s)
 
     async def aclose(self) -> None:
         for task in list(self._cleanups):

@@ -12,6 +12,7 @@ import pytest
 
 from agent.registry import ModelVersion
 from serve.gate import GateSettings, decide
+from serve.promotion import Promotion
 from serve.scheduler import Cron, CronError, Scheduler, SchedulerSettings
 
 
@@ -214,10 +215,12 @@ def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # 
         store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()
     )
 
+    promotion = Promotion(controller)
+
     async def attempt() -> list[str]:
         with pytest.raises(LockHeld):
-            await controller.gate_and_promote("nightly-1")
-        return await controller.pending_candidates()
+            await promotion.gate_and_promote("nightly-1")
+        return await promotion.pending_candidates()
 
     assert asyncio.run(attempt()) == ["nightly-1"]
     version = registry.get("nightly-1")
@@ -225,9 +228,9 @@ def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # 
     assert version.info["gate"]["passed"] is True
 
 
-def test_a_candidate_taken_by_both_the_job_end_and_the_watcher_is_gated_once_and_swapped_once(store) -> None:  # type: ignore[no-untyped-def]
-    """The job's end and the promotion watcher may both take the same candidate: the gate's record is
-    written once, and a version already promoted (or rejected) by the other path is left alone."""
+def test_a_candidate_taken_by_two_replicas_watchers_is_gated_once_and_swapped_once(store) -> None:  # type: ignore[no-untyped-def]
+    """Two replicas' promotion watchers may both take the same candidate: the gate's record is
+    written once, and a version already promoted (or rejected) by the other replica is left alone."""
     from agent.jobs import JobStore, LockHeld
     from agent.prompt import PromptSettings
     from agent.vllm_policy import VllmSettings
@@ -240,24 +243,27 @@ def test_a_candidate_taken_by_both_the_job_end_and_the_watcher_is_gated_once_and
         store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()
     )
 
+    promotion = Promotion(controller)
+
     async def twice_while_held() -> None:
         for _ in range(2):
             with pytest.raises(LockHeld):
-                await controller.gate_and_promote("nightly-1")
+                await promotion.gate_and_promote("nightly-1")
 
     asyncio.run(twice_while_held())
     gates = [e for e in registry.events("nightly-1") if e.event == "annotated:gate"]
     assert len(gates) == 1
     jobs.release(SWAP_LOCK, "someone-else")
-    registry.promote("nightly-1", actor="the-other-path")  # the other path swapped it meanwhile
+    registry.promote("nightly-1", actor="the-other-replica")  # the other replica swapped it meanwhile
     before = registry.events()
-    assert asyncio.run(controller.gate_and_promote("nightly-1")) is None  # no second swap, no event
+    assert asyncio.run(promotion.gate_and_promote("nightly-1")) is None  # no second swap, no event
     assert registry.events() == before
 
 
-def test_a_job_end_that_finds_the_swap_lock_held_leaves_the_candidate_to_the_watcher(store, caplog) -> None:  # type: ignore[no-untyped-def]
-    """The job's end gates its candidate at once; when another swap holds the lock (the watcher,
-    taking the same candidate) that is an expected turn, said in one line, not a traceback."""
+def test_a_job_end_wakes_the_watcher_and_a_locked_candidate_waits_for_it(store, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The one path a candidate takes: the promotion watcher, which a job's end wakes at once (here
+    the interval is an hour). When another swap holds the lock that is an expected turn, said in
+    one line, and the candidate stays for the watcher's next pass."""
     import logging
     from datetime import UTC, datetime
 
@@ -265,15 +271,39 @@ def test_a_job_end_that_finds_the_swap_lock_held_leaves_the_candidate_to_the_wat
     from agent.prompt import PromptSettings
     from agent.vllm_policy import VllmSettings
     from serve.state import _after_job
-    from serve.swap import SWAP_LOCK, HotSwapController
+    from serve.swap import SWAP_LOCK, HotSwapController, SwapSettings
 
     registry = _registry_with_a_candidate(store)
-    JobStore(store.engine).acquire(SWAP_LOCK, "the-watcher", ttl_s=600)
+    JobStore(store.engine).acquire(SWAP_LOCK, "another-swap", ttl_s=600)
     controller = HotSwapController(
-        store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()
+        store,
+        registry,
+        VllmSettings(base_url="http://127.0.0.1:9"),
+        PromptSettings(),
+        SwapSettings(watch_interval_s=3600),
     )
+    promotion = Promotion(controller)
     job = Job("j1", "retrain", "succeeded", "api", None, datetime.now(UTC), detail={"candidate": "nightly-1"})
-    with caplog.at_level(logging.INFO, logger="serve.state"):
-        asyncio.run(_after_job(controller)(job))  # no exception
-    assert registry.get("nightly-1").state == "candidate"  # still there for the watcher
-    assert any("the promotion watcher takes it" in r.getMessage() for r in caplog.records)
+
+    def passes() -> int:
+        return sum("promotion watcher:" in r.getMessage() for r in caplog.records)
+
+    async def go() -> tuple[int, int]:
+        watcher = asyncio.create_task(promotion.watch())
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            if passes():
+                break
+        first = passes()
+        await _after_job(promotion)(job)  # the job ends: no exception, the watcher looks again now
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            if passes() > first:
+                break
+        watcher.cancel()
+        return first, passes()
+
+    with caplog.at_level(logging.INFO, logger="serve.promotion"):
+        first, then = asyncio.run(go())
+    assert (first, then) == (1, 2)
+    assert registry.get("nightly-1").state == "candidate"  # still there for the next pass
