@@ -204,6 +204,9 @@ class EpisodeRunner:
                         reason = f"unparseable response ({error.reason if error else '?'})"
                         raise _Stop(self._finish(episode, EpisodeStatus.FAILED, reason))
                     continue  # the same screen again; the bad response stays out of the history
+                if "secret" in step.extra and (secret := typed_text(device_action)):
+                    # Responses that did not parse on this screen may quote the text too.
+                    episode = await self._mask_retries(episode, secret)
                 action = (
                     proposal.result.parsed.action
                     if step.source is StepSource.POLICY and proposal.result.parsed.action is not None
@@ -264,6 +267,19 @@ class EpisodeRunner:
             extra={"black_frame": capture.note or "black"} if capture.black else {},
         )
         return _Proposal(step, result, part, device_s)
+
+    async def _mask_retries(self, episode: Episode, secret: str) -> Episode:
+        """The episode with ``secret`` masked in the unparsed responses recorded since its last
+        executed step (the same screen asked again), saved again where they held it."""
+        steps = list(episode.steps)
+        for i in range(len(steps) - 1, -1, -1):
+            if steps[i].parse_error is None:
+                break
+            masked = redact(steps[i], secret, focus=steps[i].extra.get("focus", "retried"))
+            if masked.raw_response != steps[i].raw_response:
+                steps[i] = masked.model_copy(update={"extra": steps[i].extra})
+                await self._save(episode, steps[i])
+        return episode.model_copy(update={"steps": steps})
 
     async def _guard(self, proposal: _Proposal) -> _Proposal:
         """The proposal with the text it types masked in its step when the focused field is a

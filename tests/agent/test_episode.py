@@ -346,3 +346,46 @@ def test_text_typed_where_the_phone_cannot_say_it_is_not_a_password_is_kept_mask
     assert "pin-8841" not in store.get(episode.id).model_dump_json()
     assert "pin-8841" not in policy.seen[2]  # the next prompt's history holds the masked step
     assert "groceries" in policy.seen[2]
+
+
+class GarblesThenTypes:
+    """Says the secret in a response that does not parse, then types it, then finishes."""
+
+    model_version = "garbler"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def predict(
+        self, turns: Sequence[Turn], *, sampling: SamplingSettings | None = None, model: str | None = None
+    ) -> PolicyResult:
+        self.calls += 1
+        if self.calls == 1:
+            raw = "I would type pin-8841 into the field"  # no action tag: retried on the same screen
+        elif self.calls == 2:
+            raw = '<think>\ntype pin-8841\n</think>\n<action>\n{"action": "type", "text": "pin-8841"}\n</action>'
+        else:
+            raw = '<think>\ndone\n</think>\n<action>\n{"action": "terminate", "status": "success"}\n</action>'
+        return PolicyResult.from_text(raw, model_version=self.model_version)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Blind(AdbDriver):
+    async def hierarchy(self) -> str:
+        raise DeviceError(self.serial, "uiautomator dump failed")
+
+
+def test_a_secret_quoted_by_a_response_that_did_not_parse_is_masked_once_it_is_typed(
+    store, fleet, sim
+) -> None:  # type: ignore[no-untyped-def]
+    sim.phone.start("com.example.notes")
+    device = Blind(fleet.client(), sim.serial, DriverSettings(use_uiautomator2=False))
+    episode = asyncio.run(EpisodeRunner(GarblesThenTypes(), device, store, FAST).run("Log in"))
+    assert episode.status is EpisodeStatus.SUCCEEDED, episode.error
+    stored = store.get(episode.id)
+    assert stored.steps[0].parse_error is not None
+    assert "secret" not in stored.steps[0].extra  # it typed nothing
+    assert "pin-8841" not in stored.model_dump_json()
+    assert episode.steps[0].raw_response == stored.steps[0].raw_response  # the returned record agrees
