@@ -15,11 +15,13 @@ import json
 from typing import Any
 
 from agent.actions import Action, Type
+from agent.parsing import format_response
 from agent.trajectory import ActionLabel, Step
 from devices.base import Device
 from devices.hierarchy import focused_is_password
 
 MASK = "[secret]"
+SHORT = 4  # a secret shorter than this is not searched for in free text (see ``redact``)
 
 # The step fields that may quote what the policy typed.
 _TEXT_FIELDS = ("raw_response", "thought", "motivation", "action_description", "step_instruction")
@@ -60,7 +62,14 @@ def redact(step: Step, secret: str, *, focus: str) -> Step:
     """``step`` as it may be kept: ``secret`` (what it types) masked wherever the step holds it.
 
     ``focus`` is what the phone said of the focused field ("password", or why it could not tell)."""
-    update: dict[str, Any] = {name: mask_in(getattr(step, name), secret) for name in _TEXT_FIELDS}
+    if len(secret) < SHORT:
+        # A PIN of a few characters also occurs inside ordinary words and numbers: masking it there
+        # would garble the text, so the texts are dropped and the response is the masked action.
+        update: dict[str, Any] = dict.fromkeys(_TEXT_FIELDS)
+        if step.raw_response is not None:
+            update["raw_response"] = format_response(Type(text=MASK))
+    else:
+        update = {name: mask_in(getattr(step, name), secret) for name in _TEXT_FIELDS}
     update |= {
         "action": _masked_action(step.action),
         "device_action": _masked_action(step.device_action),
