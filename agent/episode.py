@@ -275,9 +275,10 @@ class EpisodeRunner:
         for i in range(len(steps) - 1, -1, -1):
             if steps[i].parse_error is None:
                 break
-            masked = redact(steps[i], secret, focus=steps[i].extra.get("focus", "retried"))
+            # redact's record of the secret is dropped: this step typed nothing.
+            masked = redact(steps[i], secret, focus="").model_copy(update={"extra": steps[i].extra})
             if masked.raw_response != steps[i].raw_response:
-                steps[i] = masked.model_copy(update={"extra": steps[i].extra})
+                steps[i] = masked
                 await self._save(episode, steps[i])
         return episode.model_copy(update={"steps": steps})
 

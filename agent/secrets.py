@@ -52,6 +52,12 @@ def _masked_action(action: Action | None) -> Action | None:
     return Type(text=MASK) if isinstance(action, Type) else action
 
 
+def public_action(action: Action) -> dict[str, Any]:
+    """``action`` as an event may carry it before the phone was asked about its focus: typed
+    text is never in it."""
+    return (_masked_action(action) or action).to_dict()
+
+
 def _masked_label(label: ActionLabel | None) -> ActionLabel | None:
     if label is None or label.action != "type":
         return label
@@ -77,12 +83,3 @@ def redact(step: Step, secret: str, *, focus: str) -> Step:
         "extra": {**step.extra, "secret": {"length": len(secret), "focus": focus}},
     }
     return step.model_copy(update=update)
-
-
-def public_action(action: Action) -> dict[str, Any]:
-    """``action`` as an event may carry it before the phone was asked about its focus: typed
-    text is never in it."""
-    out = action.to_dict()
-    if isinstance(action, Type):
-        out["text"] = MASK
-    return out

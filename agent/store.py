@@ -212,13 +212,9 @@ class TrajectoryStore:
                 sa.update(episodes).where(episodes.c.id == episode.id).values(**row)
             ).rowcount
             if not updated:
-                gone = conn.execute(
-                    sa.select(deletions.c.episode_id).where(deletions.c.episode_id == episode.id)
-                )
-                if (
-                    gone.first() is not None
-                ):  # a late write (feedback, the judge, a shutdown) after a deletion
-                    return
+                deleted = sa.select(deletions.c.episode_id).where(deletions.c.episode_id == episode.id)
+                if conn.execute(deleted).first() is not None:
+                    return  # a late write (feedback, the judge, a shutdown) after a deletion
                 conn.execute(sa.insert(episodes).values(id=episode.id, **row))
             conn.execute(sa.delete(labels).where(labels.c.episode_id == episode.id))
             if episode.labels:
@@ -381,7 +377,6 @@ class TrajectoryStore:
             conn.execute(sa.delete(labels).where(labels.c.episode_id == episode_id))
             if not conn.execute(sa.delete(episodes).where(episodes.c.id == episode_id)).rowcount:
                 return False
-            conn.execute(sa.delete(deletions).where(deletions.c.episode_id == episode_id))
             conn.execute(
                 sa.insert(deletions).values(
                     episode_id=episode_id,
