@@ -126,7 +126,7 @@ class LocalPolicy:
 
 class LocalModels:
     """Several model versions in one process, each under its served name: the in-process engine
-    that hot swaps load into (``serve.swap.LocalSwapController``), as vLLM holds several adapters.
+    that hot swaps load into (``serve.models.swap.LocalSwapController``), as vLLM holds several adapters.
 
     ``predict(model=NAME)`` answers with that version, ``model=None`` with the default one. Loading
     happens beside the versions already serving (each keeps its own weights, so memory grows with

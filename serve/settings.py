@@ -11,9 +11,9 @@ from pydantic import Field
 from agent.prompt import PromptSettings
 from agent.settings import AgentSettings
 from devices.adb_server import default_server
-from serve.scheduler import SchedulerSettings
-from serve.swap import SwapSettings
-from serve.takeover import Approval
+from serve.models.swap import SwapSettings
+from serve.ops.scheduler import SchedulerSettings
+from serve.tasks.takeover import Approval
 
 ReadinessCheck = Literal["database", "policy", "device"]
 

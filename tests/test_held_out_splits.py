@@ -19,7 +19,7 @@ def _overlap(family: str, held: Iterable[int], trained: Iterable[int]) -> set[in
 
 
 def test_the_demos_held_out_rows_and_gate_share_no_instance_with_its_training() -> None:
-    from serve.demo_loop.setting import LoopSetting, retrain_config
+    from serve.demo.loop.setting import LoopSetting, retrain_config
     from train.online import OnlineSettings, cases
 
     setting = LoopSetting()

@@ -48,7 +48,7 @@ def _load(path: Path, kind: str, overrides: dict[str, Any]) -> Any:
 
 def config_error(path: Path, exc: Exception) -> str:
     """A config file's problem in one line, the file named once."""
-    from agent.console import one_line
+    from agent.uis1 import one_line
 
     message = one_line(exc)[0]
     return message if message.startswith(str(path)) else f"{path}: {message}"

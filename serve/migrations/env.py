@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-import serve.cluster  # noqa: F401  (its tables join the metadata)
-from serve.auth import metadata
+from serve.db import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=metadata, version_table="serve_alembic_version")

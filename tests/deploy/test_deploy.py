@@ -478,7 +478,7 @@ def dashboard_metrics() -> set[str]:
 
 
 def test_the_dashboard_queries_only_metrics_the_service_exports() -> None:
-    from serve import metrics
+    from serve.ops import metrics
 
     families = {family.name for family in metrics.REGISTRY.collect()}
     wanted = {m for m in dashboard_metrics() if m.startswith("uis1_")}

@@ -18,8 +18,9 @@ from agent.policy import PolicyResult, SamplingSettings
 from agent.prompt import TextPart, Turn
 from agent.settings import StoreSettings
 from devices.ports import free_port
-from serve.app import create_app
-from serve.auth import KeyStore, Scope
+from serve import db as serve_db
+from serve.api.app import create_app
+from serve.api.auth import KeyStore, Scope
 from serve.settings import ServeSettings
 
 WAIT = '<think>\nwaiting\n</think>\n<action>\n{"action": "wait", "time": 0}\n</action>'
@@ -134,7 +135,7 @@ def make_service(tmp_path: Path, adb_server, fleet) -> Iterator:  # type: ignore
             from agent.store import TrajectoryStore
 
             TrajectoryStore(settings.store.url, settings.store.screenshot_dir).migrate()
-            ks.migrate()
+            serve_db.migrate(engine)
             keys_made.append(
                 (ks.create("admin", {Scope.ADMIN, Scope.AGENT})[1], ks.create("agent", {Scope.AGENT})[1])
             )

@@ -40,8 +40,8 @@ ADMIN = {
 
 def _admin_routes() -> set[tuple[str, str]]:
     """The app's routes that depend on the admin key (so a new admin route is checked too)."""
-    from serve.app import ROUTERS
-    from serve.deps import admin_routes
+    from serve.api.app import ROUTERS
+    from serve.api.deps import admin_routes
 
     return {(method, route.path) for route in admin_routes(ROUTERS) for method in route.methods}
 
@@ -196,7 +196,7 @@ def test_a_key_store_that_does_not_answer_gets_503_with_retry_after_not_401(  # 
     answer is the store's 503 with Retry-After there too, neither a 401 nor a 500."""
     import sqlalchemy.exc
 
-    from serve.auth import KeyStore
+    from serve.api.auth import KeyStore
 
     service = make_service(ScriptedPolicy(steps=1))
     client = service.client(service.agent)
@@ -332,7 +332,7 @@ def _listen(service, task_id: str):  # type: ignore[no-untyped-def]
     """A thread that collects the task's server-sent events until it ends, and the list they go in."""
     import threading
 
-    from serve.client import AgentClient
+    from serve.api.client import AgentClient
 
     events: list = []  # type: ignore[type-arg]
 
@@ -394,7 +394,7 @@ def test_the_stream_says_a_step_waits_to_a_client_that_connects_after_the_hold_a
 
     import fastapi.routing
 
-    from serve.client import AgentClient
+    from serve.api.client import AgentClient
 
     monkeypatch.setattr(fastapi.routing, "_PING_INTERVAL", 0.1)  # 15 s in production
 
@@ -579,7 +579,7 @@ def test_models_promote_routes_new_tasks_and_rollback_restores(make_service) -> 
 
 
 def test_the_typed_client_covers_a_task_end_to_end(make_service) -> None:  # type: ignore[no-untyped-def]
-    from serve.client import AgentClient, ApiError
+    from serve.api.client import AgentClient, ApiError
 
     service = make_service(ScriptedPolicy(steps=2))
     with AgentClient(service.url, service.agent) as client:

@@ -7,7 +7,7 @@ import asyncio
 from agent.actions import Type, Wait
 from agent.trajectory import ImageSize, ScreenshotRef, Step
 from devices.hierarchy import HierarchyError
-from serve.takeover import Approval, Takeover
+from serve.tasks.takeover import Approval, Takeover
 
 
 def test_typing_waits_for_a_person_when_the_phone_cannot_say_what_has_the_focus() -> None:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from agent.settings import StoreSettings
 from agent.store import TrajectoryStore, make_engine
-from serve.auth import KeyStore, Scope
+from serve.api.auth import KeyStore, Scope
 from tests.serve.test_api import _held, wait_finished
 
 pytestmark = pytest.mark.timeout(180)
@@ -86,7 +86,7 @@ def test_the_retention_sweep_deletes_old_episodes_and_screenshots_when_set(tmp_p
 
     from agent.actions import Click
     from agent.trajectory import Episode, EpisodeStatus, Step, utcnow
-    from serve import retention
+    from serve.ops import retention
 
     settings = StoreSettings(url=f"sqlite:///{tmp_path / 't.db'}", screenshot_dir=tmp_path / "shots")
     store = TrajectoryStore(settings.url, settings.screenshot_dir)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from serve.demo import run_demo
+from serve.demo.tour import run_demo
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,7 +42,7 @@ def test_the_starter_builds_in_a_cache_folder_given_relative(tmp_path: Path, mon
     """UIS1_CACHE_DIR=cache (or a benchmark's --cache .cache/x) works: the training config it writes
     names the model by a path that resolves wherever the config file lies."""
     pytest.importorskip("torch")
-    from serve.demo_loop import LoopSetting, ensure_starter
+    from serve.demo.loop import LoopSetting, ensure_starter
 
     monkeypatch.chdir(tmp_path)
     setting = LoopSetting(known=("wifi_on",), new=(), starter_instances=1, starter_steps=1)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(1500)
 def test_the_loop_demo_turns_a_corrected_failure_into_a_success(tmp_path: Path) -> None:
     from agent.store import EpisodeQuery, TrajectoryStore
     from agent.trajectory import StepSource
-    from serve.demo_loop import LoopSetting, run_loop
+    from serve.demo.loop import LoopSetting, run_loop
 
     setting = LoopSetting(
         known=("wifi_on",),

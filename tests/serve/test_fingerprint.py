@@ -56,8 +56,8 @@ def test_a_swap_serves_only_the_weights_that_were_trained(
     from agent.geometry import ResizeSettings
     from agent.local_policy import LocalModels, LocalPolicy
     from agent.prompt import PromptSettings
-    from serve.swap import LocalSwapController, SwapSettings
-    from serve.swap.base import CHECK_KEY, CanaryFailed
+    from serve.models.swap import LocalSwapController, SwapSettings
+    from serve.models.swap.base import CHECK_KEY, CanaryFailed
 
     store = TrajectoryStore(f"sqlite:///{tmp_path / 't.db'}", tmp_path / "shots")
     store.migrate()
@@ -142,8 +142,8 @@ def test_readiness_and_the_models_list_say_whether_the_serving_weights_were_veri
     from agent.local_policy import LocalModels, LocalPolicy
     from agent.prompt import PromptSettings
     from agent.store import make_engine
-    from serve.cli_models import models_app
-    from serve.swap import SwapSettings
+    from serve.cli.models import models_app
+    from serve.models.swap import SwapSettings
 
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
     engine = LocalModels(LocalPolicy(sft_checkpoint, prompt=prompt, model_version="base"))

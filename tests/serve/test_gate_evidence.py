@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from serve.gate import lucky_pass
+from serve.models.gate import lucky_pass
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -34,7 +34,7 @@ def test_the_deployed_gate_and_the_demos_run_enough_episodes_that_luck_rarely_pa
     """40 episodes in deploy/retrain.yaml (a candidate 20 points worse passes ~1%), 20 in the demo
     (~6%), all from the held-out side of each task's split."""
     pytest.importorskip("torch")
-    from serve.demo_loop.setting import LoopSetting, retrain_config
+    from serve.demo.loop.setting import LoopSetting, retrain_config
     from train.config import load_retrain_config
     from train.online import OnlineSettings, cases
 

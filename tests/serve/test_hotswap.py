@@ -22,7 +22,7 @@ import pytest
 from agent.episode import EpisodeSettings
 from agent.geometry import ResizeSettings
 from agent.vllm_policy import VllmSettings
-from serve.swap import SwapSettings
+from serve.models.swap import SwapSettings
 from tests.conftest import vllm_server
 from tests.training import RESIZE, train_sft, write_config
 
@@ -66,7 +66,7 @@ def vllm(sft_checkpoint: Path) -> Iterator[dict[str, Any]]:
 def greedy(base_url: str, model: str, goal: str) -> str:
     """The engine's greedy answer for a fixed screenshot and goal (the canary request)."""
     from agent.prompt import PromptSettings, to_openai_messages
-    from serve.swap import canary_turns
+    from serve.models.swap import canary_turns
 
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
     body = {
@@ -299,8 +299,8 @@ def test_labelled_traffic_is_retrained_gated_and_swapped_in_by_the_service(  # t
     passes its candidate, and the swap puts it into the engine, which then answers with its weights."""
     from agent.checkpoint import load_processor, vision_token_ids
     from devices.sim.tasks import TASKS, Outcome
-    from serve.gate import GateSettings
-    from serve.scheduler import SchedulerSettings
+    from serve.models.gate import GateSettings
+    from serve.ops.scheduler import SchedulerSettings
 
     store_dir = tmp_path / "retrain"
     config = write_config(
@@ -501,7 +501,7 @@ def yaml_load(path: Path) -> dict[str, Any]:
 def logprob(base_url: str, model: str) -> float:
     """The log-probability the engine gives its first greedy token for the canary request."""
     from agent.prompt import PromptSettings, to_openai_messages
-    from serve.swap import canary_turns
+    from serve.models.swap import canary_turns
 
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
     body = {
@@ -593,8 +593,8 @@ def test_a_swap_into_vllm_serves_only_the_weights_that_were_trained(  # type: ig
     from agent.prompt import PromptSettings
     from agent.registry import Kind, ModelRegistry, State
     from agent.store import TrajectoryStore
-    from serve.swap import HotSwapController
-    from serve.swap.base import CanaryFailed
+    from serve.models.swap import VllmSwapController
+    from serve.models.swap.base import CanaryFailed
     from tests.serve.test_fingerprint import random_adapter
 
     store = TrajectoryStore(f"sqlite:///{tmp_path / 't.db'}", tmp_path / "shots")
@@ -603,7 +603,7 @@ def test_a_swap_into_vllm_serves_only_the_weights_that_were_trained(  # type: ig
     suppress = tuple(vision_token_ids(load_processor(sft_checkpoint).tokenizer))
     policy = VllmSettings(base_url=vllm["base_url"], model=SERVED, suppress_token_ids=suppress, timeout_s=120)
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
-    swap = HotSwapController(
+    swap = VllmSwapController(
         store,
         registry,
         policy,

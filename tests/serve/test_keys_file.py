@@ -9,11 +9,12 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from agent.store import make_engine
-from serve.auth import FILE_PREFIX, KeysFileError, KeyStore, Scope, read_keys_file, sync_keys_file
+from serve import db as serve_db
+from serve.api.auth import FILE_PREFIX, KeysFileError, KeyStore, Scope, read_keys_file, sync_keys_file
 
 
 def _line(runner: CliRunner, name: str, admin: bool = False) -> str:
-    from serve.cli import keys_app
+    from serve.cli.keys import keys_app
 
     result = runner.invoke(keys_app, ["generate", name, *(["--admin"] if admin else [])])
     assert result.exit_code == 0, result.output
@@ -23,7 +24,7 @@ def _line(runner: CliRunner, name: str, admin: bool = False) -> str:
 @pytest.fixture
 def keys(tmp_path: Path) -> KeyStore:
     store = KeyStore(make_engine(f"sqlite:///{tmp_path / 'keys.db'}"))
-    store.migrate()
+    serve_db.migrate(store.engine)
     return store
 
 

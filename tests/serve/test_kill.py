@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from devices.ports import free_port
-from serve.auth import new_token
+from serve.api.auth import new_token
 
 pytestmark = pytest.mark.timeout(240)
 TAP = '<think>\nTap the clock.\n</think>\n<action>\n{"action": "click", "coordinate": [10, 10]}\n</action>'

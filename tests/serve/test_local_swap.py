@@ -69,7 +69,7 @@ def test_versions_are_hot_swapped_into_the_in_process_policy_without_a_failed_re
     from agent.geometry import ResizeSettings
     from agent.local_policy import LocalModels, LocalPolicy
     from agent.prompt import PromptSettings
-    from serve.swap import SwapSettings
+    from serve.models.swap import SwapSettings
 
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
     engine = LocalModels(LocalPolicy(sft_checkpoint, prompt=prompt))
@@ -170,7 +170,7 @@ def test_a_staged_version_is_promoted_by_the_alias_flip_alone(  # type: ignore[n
     from agent.geometry import ResizeSettings
     from agent.local_policy import LocalModels, LocalPolicy
     from agent.prompt import PromptSettings
-    from serve.swap import SwapSettings
+    from serve.models.swap import SwapSettings
 
     prompt = PromptSettings(resize=ResizeSettings(**RESIZE))
     engine = LocalModels(LocalPolicy(sft_checkpoint, prompt=prompt))

@@ -3,11 +3,11 @@ from __future__ import annotations
 import json
 import logging
 
-from serve.logs import JsonFormatter
+from serve.ops.logs import JsonFormatter
 
 
 def test_log_lines_are_json_with_task_and_step_ids() -> None:
-    record = logging.LogRecord("serve.runner", logging.INFO, __file__, 1, "step %d", (3,), None)
+    record = logging.LogRecord("serve.tasks.runner", logging.INFO, __file__, 1, "step %d", (3,), None)
     record.task_id = "abc"
     record.step = 3
     record.policy_s = 0.25

@@ -76,7 +76,7 @@ def test_a_hung_policy_server_fails_a_task_within_the_deadline_and_readiness_ans
     make_service: Any, hung_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     policy = VllmSettings(base_url=f"http://127.0.0.1:{hung_port}", deadline_s=3, timeout_s=60, max_retries=3)
-    with caplog.at_level("WARNING", logger="serve.app"):
+    with caplog.at_level("WARNING", logger="serve.api.app"):
         service = make_service(own_policy=True, policy=policy)
     assert (
         f"the policy server at http://127.0.0.1:{hung_port} does not answer" in caplog.text

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from agent.settings import StoreSettings
 from agent.store import TrajectoryStore
 from agent.trajectory import Episode, EpisodeStatus, utcnow
-from serve.cluster import Cluster, device_key
+from serve.tasks.cluster import Cluster, device_key
 from tests.serve.conftest import ScriptedPolicy
 from tests.serve.test_api import wait_finished
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent.registry import ModelVersion
-from serve.gate import GateSettings, decide
-from serve.promotion import Promotion
-from serve.scheduler import Cron, CronError, Scheduler, SchedulerSettings
+from serve.models.gate import GateSettings, decide
+from serve.models.promotion import Promotion
+from serve.ops.scheduler import Cron, CronError, Scheduler, SchedulerSettings
 
 
 def at(text: str) -> datetime:
@@ -173,7 +173,7 @@ def test_each_fire_time_starts_one_job_across_schedulers_and_a_dead_job_is_marke
 
 
 def test_utc_needs_no_time_zone_database_and_an_unknown_zone_is_named() -> None:
-    from serve.scheduler import zone
+    from serve.ops.scheduler import zone
 
     assert zone("UTC") is UTC
     assert zone("Etc/UTC") is UTC
@@ -207,11 +207,11 @@ def test_a_candidate_whose_swap_cannot_run_yet_stays_pending(store) -> None:  # 
     from agent.jobs import JobStore, LockHeld
     from agent.prompt import PromptSettings
     from agent.vllm_policy import VllmSettings
-    from serve.swap import SWAP_LOCK, HotSwapController
+    from serve.models.swap import SWAP_LOCK, VllmSwapController
 
     registry = _registry_with_a_candidate(store)
     JobStore(store.engine).acquire(SWAP_LOCK, "someone-else", ttl_s=600)
-    controller = HotSwapController(
+    controller = VllmSwapController(
         store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()
     )
 
@@ -234,12 +234,12 @@ def test_a_candidate_taken_by_two_replicas_watchers_is_gated_once_and_swapped_on
     from agent.jobs import JobStore, LockHeld
     from agent.prompt import PromptSettings
     from agent.vllm_policy import VllmSettings
-    from serve.swap import SWAP_LOCK, HotSwapController
+    from serve.models.swap import SWAP_LOCK, VllmSwapController
 
     registry = _registry_with_a_candidate(store)
     jobs = JobStore(store.engine)
     jobs.acquire(SWAP_LOCK, "someone-else", ttl_s=600)
-    controller = HotSwapController(
+    controller = VllmSwapController(
         store, registry, VllmSettings(base_url="http://127.0.0.1:9"), PromptSettings()
     )
 
@@ -270,12 +270,12 @@ def test_a_job_end_wakes_the_watcher_and_a_locked_candidate_waits_for_it(store, 
     from agent.jobs import Job, JobStore
     from agent.prompt import PromptSettings
     from agent.vllm_policy import VllmSettings
-    from serve.state import _after_job
-    from serve.swap import SWAP_LOCK, HotSwapController, SwapSettings
+    from serve.models.swap import SWAP_LOCK, SwapSettings, VllmSwapController
+    from serve.service import _after_job
 
     registry = _registry_with_a_candidate(store)
     JobStore(store.engine).acquire(SWAP_LOCK, "another-swap", ttl_s=600)
-    controller = HotSwapController(
+    controller = VllmSwapController(
         store,
         registry,
         VllmSettings(base_url="http://127.0.0.1:9"),
@@ -303,7 +303,7 @@ def test_a_job_end_wakes_the_watcher_and_a_locked_candidate_waits_for_it(store, 
         watcher.cancel()
         return first, passes()
 
-    with caplog.at_level(logging.INFO, logger="serve.promotion"):
+    with caplog.at_level(logging.INFO, logger="serve.models.promotion"):
         first, then = asyncio.run(go())
     assert (first, then) == (1, 2)
     assert registry.get("nightly-1").state == "candidate"  # still there for the next pass

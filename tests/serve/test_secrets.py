@@ -11,7 +11,7 @@ import pytest
 
 from agent.secrets import MASK
 from agent.store import TrajectoryStore
-from serve.logs import JsonFormatter
+from serve.ops.logs import JsonFormatter
 from tests.serve.conftest import ScriptedPolicy
 from tests.serve.test_api import _held, _listen, wait_finished
 

@@ -14,7 +14,7 @@ import pytest
 
 from agent.episode import EpisodeSettings
 from devices.ports import free_port
-from serve.client import AgentClient
+from serve.api.client import AgentClient
 from tests.serve.conftest import ScriptedPolicy
 from tests.serve.test_api import wait_finished
 

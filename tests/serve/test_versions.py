@@ -9,9 +9,8 @@ import pytest
 from agent.jobs import JobStore
 from agent.prompt import PromptSettings
 from agent.registry import ModelRegistry
-from serve.swap import HOLD_LOCK, LOADED_ALIAS_PREFIX
-from serve.task_request import TaskRequest, UnknownModel
-from serve.versions import VersionRouter
+from serve.models.routing import ModelRouter, Route, UnknownModel
+from serve.models.swap import HOLD_LOCK, LOADED_ALIAS_PREFIX
 
 
 def test_a_task_submitted_while_an_in_place_swap_holds_is_admitted_and_pinned_to_the_new_version(  # type: ignore[no-untyped-def]
@@ -26,20 +25,65 @@ def test_a_task_submitted_while_an_in_place_swap_holds_is_admitted_and_pinned_to
     registry.register("sft", served_name="policy", base="/m/sft", kind="base")
     registry.register("nightly", served_name="policy", base="/m/nightly", kind="base", parent="sft")
     registry.promote("sft", actor="test")
-    router = VersionRouter(registry, None, PromptSettings(), jobs)
-    task = TaskRequest(goal="Turn on Wi-Fi")
+    router = ModelRouter(registry, None, PromptSettings(), jobs)
     # The swap has reloaded the engine and is canarying it; the default alias has not moved yet.
     registry.set_alias(LOADED_ALIAS_PREFIX + "policy", "nightly", actor="swap")
     jobs.acquire(HOLD_LOCK, "hold-1", ttl_s=600)
-    asyncio.run(router.admit(task))  # accepted: it waits for the hold, not refused
+    asyncio.run(router.admit(None))  # accepted: it waits for the hold, not refused
     registry.promote("nightly", actor="swap")
     jobs.release(HOLD_LOCK, "hold-1")
-    assert router.route(task)[1] == "nightly"  # pinned when it starts, to what the engine holds
+    assert router.route(None).version == "nightly"  # pinned when it starts, to what the engine holds
     # Without a swap in progress, a version the engine no longer holds is refused at once.
     with pytest.raises(UnknownModel, match="not being served"):
-        asyncio.run(router.admit(TaskRequest(goal="Turn on Wi-Fi", model="sft")))
+        asyncio.run(router.admit("sft"))
     with pytest.raises(UnknownModel, match="no model version"):
-        asyncio.run(router.admit(TaskRequest(goal="Turn on Wi-Fi", model="nope")))
+        asyncio.run(router.admit("nope"))
+
+
+def test_a_route_is_resolved_once_and_carries_version_engine_and_prompt(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The one answer to "which version serves this task": the version, the served name, the engine
+    (a blue/green engine's URL, else the primary) and the system prompt the version was trained
+    with, in one frozen value; a promote after it was resolved changes nothing in it, and the
+    router hands the policy call to that engine's client."""
+    import dataclasses
+
+    from agent.store import TrajectoryStore
+    from agent.vllm_policy import VllmSettings
+    from serve.models.engines import Engines
+
+    store = TrajectoryStore(f"sqlite:///{tmp_path / 'route.db'}", tmp_path / "shots")
+    store.migrate()
+    registry = ModelRegistry(store.engine)
+    registry.register("sft", served_name="policy", base="/m/sft", kind="base")
+    registry.register(
+        "green",
+        served_name="green",
+        base="/m/green",
+        kind="full",
+        parent="sft",
+        endpoint="http://127.0.0.1:9/",
+        info={"system_prompt": "green's own"},
+    )
+    registry.promote("sft", actor="test")
+    engines = Engines(VllmSettings(base_url="http://127.0.0.1:8/"))
+    service_prompt = PromptSettings(system_prompt="the service's")
+    router = ModelRouter(registry, engines, service_prompt, JobStore(store.engine))
+    first = router.route(None)
+    assert first == Route("sft", "policy", None, service_prompt)
+    assert router.policy_for(first) is engines.primary
+    registry.promote("green", actor="test")
+    assert first.version == "sft"  # frozen: the task that resolved it keeps it
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.version = "green"  # type: ignore[misc]
+    second = router.route(None)
+    assert (second.version, second.served_name, second.endpoint) == ("green", "green", "http://127.0.0.1:9/")
+    assert second.prompt == dataclasses.replace(service_prompt, system_prompt="green's own")
+    engine = router.policy_for(second)
+    assert engine is not engines.primary
+    assert engine.settings.base_url == "http://127.0.0.1:9/"  # type: ignore[attr-defined]
+    assert router.policy_for(router.route("green")) is engine  # one client per engine
+    asyncio.run(engines.aclose())
+    store.engine.dispose()
 
 
 def test_across_an_in_place_swap_a_running_task_keeps_its_version_and_a_held_one_waits_for_the_new(  # type: ignore[no-untyped-def]
@@ -117,7 +161,7 @@ def test_a_promote_does_not_wait_behind_the_threads_serving_requests(tmp_path) -
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from serve.swap import SwapController
+    from serve.models.swap import SwapController
 
     class AliasOnly(SwapController):
         async def _serve(self, version, current, *, rollback=False):  # type: ignore[no-untyped-def]
@@ -152,7 +196,7 @@ def test_a_promote_does_not_wait_behind_the_threads_serving_requests(tmp_path) -
 def test_a_rollback_to_a_version_the_engine_still_holds_is_the_alias_flip_alone(tmp_path, held: bool) -> None:  # type: ignore[no-untyped-def]
     """The version rolled back to passed its canary when it served; if the engine still holds it the
     rollback asks the engine nothing more, else it is loaded and canaried again."""
-    from serve.swap import SwapController
+    from serve.models.swap import SwapController
 
     served: list[str] = []
 
@@ -184,7 +228,7 @@ def test_a_version_the_engine_replaced_in_place_is_not_still_held_though_its_nam
     """After an in-place swap the engine serves the same name with other weights: a rollback to the
     version before must reload them, not take the served name for the version."""
     from agent.vllm_policy import VllmSettings
-    from serve.swap import LOADED_ALIAS_PREFIX, HotSwapController
+    from serve.models.swap import LOADED_ALIAS_PREFIX, VllmSwapController
 
     store, registry = _sft_promoted(tmp_path, "merged", served_name="policy", base="/m/merged", kind="full")
     registry.set_alias(LOADED_ALIAS_PREFIX + "policy", "merged", actor="test")  # the engine holds merged
@@ -199,7 +243,7 @@ def test_a_version_the_engine_replaced_in_place_is_not_still_held_though_its_nam
         def close(self) -> None:
             pass
 
-    controller = HotSwapController(store, registry, VllmSettings(), PromptSettings())
+    controller = VllmSwapController(store, registry, VllmSettings(), PromptSettings())
     controller._admin = lambda url: Admin()  # type: ignore[assignment, method-assign, return-value]
 
     async def scenario() -> tuple[bool, bool]:
@@ -228,7 +272,7 @@ def test_the_canary_passes_only_an_answer_whose_action_parses(answer: str, ok: b
     canary as surely as a missing one."""
     from agent.policy import PolicyResult
     from agent.registry import ModelVersion
-    from serve.swap import canary
+    from serve.models.swap import canary
 
     async def ask(turns, sampling):  # type: ignore[no-untyped-def]
         return PolicyResult.from_text(answer, model_version="v")

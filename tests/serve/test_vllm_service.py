@@ -50,8 +50,8 @@ def test_a_task_runs_on_the_real_vllm_server_and_every_step_is_recorded(
     task_id = client.post(
         "/v1/tasks", json={"goal": "Turn on Wi-Fi", "max_steps": 2, "sampling": {"max_tokens": 16}}
     ).json()["id"]
-    from serve.client import AgentClient
-    from serve.schemas import StepResponse
+    from serve.api.client import AgentClient
+    from serve.api.schemas import StepResponse
 
     steps: list[dict[str, Any]] = []
     end: dict[str, Any] = {}

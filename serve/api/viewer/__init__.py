@@ -1,0 +1,1 @@
+"""The viewer pages (HTML, CSS, JavaScript), served by ``serve.api.routes.viewer``."""

@@ -1,0 +1,1 @@
+"""Operations: the retraining scheduler, the retention sweep, logging and Prometheus metrics."""

@@ -1,1 +1,0 @@
-"""The viewer pages (HTML, CSS, JavaScript), served by ``serve.routes.viewer``."""
