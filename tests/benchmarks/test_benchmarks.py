@@ -339,3 +339,20 @@ def test_generation(tmp_path: Path) -> None:
     assert "cpus" in report["machine"]
     assert report["tiny"]["tokens_written"] > 0
     assert report["tiny"]["same_tokens"] is True  # batched and one at a time wrote the same tokens
+
+
+@pytest.mark.slow
+def test_starter_probe(tmp_path: Path, sft_checkpoint: Path) -> None:
+    """Per family and side, the teacher-forced loss, the greedy match and the screen's effect."""
+    pytest.importorskip("torch")
+    out = tmp_path / "probe.json"
+    args = ("--checkpoint", str(sft_checkpoint), "--families", "wifi_on", "--trained", "2", "--held-out", "1")
+    output = _run("starter_probe.py", *args, "--threads", "1", "--json", str(out))
+    assert "cores" in output
+    report = json.loads(out.read_text())
+    for side, instances in (("trained", 2), ("held_out", 1)):
+        row = report[side]["wifi_on"]
+        assert row["steps"] >= 3 * instances  # Settings, the Network row, the Wi-Fi row, done: per instance
+        assert 0 <= row["greedy_equal"] <= 1
+        assert row["loss_per_token"] > 0
+        assert row["worst_token"] >= row["loss_per_token"]
