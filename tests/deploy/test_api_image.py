@@ -93,7 +93,11 @@ def test_the_api_install_serves_without_torch(tmp_path: Path, adb_server, fleet)
             time.sleep(0.5)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             assert client.get("/readyz").status_code == 200
-            devices = client.get("/v1/devices", headers={"Authorization": f"Bearer {line.split()[2]}"})
+            auth = {"Authorization": f"Bearer {line.split()[2]}"}
+            page = client.get("/viewer", headers=auth)  # its pages are package data of the wheel
+            assert page.status_code == 200, page.text[-500:]
+            assert "</html>" in page.text.lower()
+            devices = client.get("/v1/devices", headers=auth)
             assert devices.status_code == 200, devices.text
             assert {d["serial"] for d in devices.json()} >= {d.serial for d in fleet.devices}
             assert client.get("/v1/devices").status_code == 401
