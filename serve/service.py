@@ -3,8 +3,8 @@
 ``ServiceState.start(settings)`` builds every part in order: the store (migrated), the API keys
 (and the keys file), the device pool (discovered, health-checked), the policy (vLLM by default, or
 the in-process engine), the swap controller and the model router around both, the task runner
-(which resumes queued tasks), the retraining scheduler and its promotion watcher. ``close()`` stops them in reverse, giving running
-episodes the runner's grace period.
+(which resumes queued tasks), the retraining scheduler and its promotion watcher. ``close()``
+stops them in reverse, giving running episodes the runner's grace period.
 """
 
 from __future__ import annotations

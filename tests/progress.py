@@ -54,7 +54,8 @@ def wait_while_working(
                 return
             raise AssertionError(f"the process ended (exit {process.returncode}) before it got there")
         now = time.monotonic()
-        if (seen := cpu_seconds(process.pid)) > used:
+        # Any change counts: the sum can fall for a moment when a child ends before it is reaped.
+        if (seen := cpu_seconds(process.pid)) != used:
             used, last_change = seen, now
         if now - last_change > stall_s:
             raise AssertionError(f"the process used no CPU for {stall_s:.0f} s: it hangs")
